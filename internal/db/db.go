@@ -64,7 +64,6 @@ func migrateURL(databaseURL string) string {
 	return u.String()
 }
 
-
 func closeMigrate(m *migrate.Migrate, err error) error {
 	srcErr, dbErr := m.Close()
 	return errors.Join(err, srcErr, dbErr)
