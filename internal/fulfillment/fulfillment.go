@@ -1,0 +1,134 @@
+// Package fulfillment is the client for the fulfillment API, the external
+// HTTP service that ships what was paid for.
+//
+// The contract: POST {base URL}/fulfillments with a JSON Request body and an
+// Idempotency-Key header that is the same on every attempt of the same step
+// of the same event (see IdempotencyKey). A 2xx or 409 (already fulfilled
+// under that key) means done; 408, 429 and 5xx are transient; any other 4xx
+// is permanent. Timeouts and connection errors are transient.
+//
+// Client.Fulfill makes exactly one attempt and honours the context deadline;
+// retrying is the caller's business.
+package fulfillment
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Request is the body of POST /fulfillments.
+type Request struct {
+	OrderID       int64  `json:"order_id"`
+	Source        string `json:"source"`      // e.g. "stripe", "github_marketplace"
+	ExternalID    string `json:"external_id"` // the provider's id of the payment
+	AmountCents   int64  `json:"amount_cents"`
+	Currency      string `json:"currency"`
+	CustomerEmail string `json:"customer_email"`
+}
+
+// Client calls the fulfillment API. The zero HTTP means http.DefaultClient.
+type Client struct {
+	BaseURL string // e.g. "https://fulfillment.internal"; a trailing slash is ignored
+	HTTP    *http.Client
+}
+
+// New returns a Client for baseURL whose HTTP client has a 30s overall
+// timeout as a backstop; callers should still pass a ctx with a deadline.
+func New(baseURL string) *Client {
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// maxErrorBody bounds how much of a response body is read into a StatusError.
+const maxErrorBody = 512
+
+// StatusError is a reply with an unexpected status.
+type StatusError struct {
+	Code int
+	Body string // the start of the response body, at most maxErrorBody bytes
+}
+
+func (e *StatusError) Error() string {
+	if e.Body == "" {
+		return fmt.Sprintf("fulfillment: status %d", e.Code)
+	}
+	return fmt.Sprintf("fulfillment: status %d: %s", e.Code, e.Body)
+}
+
+// Permanent reports whether sending the same request again cannot succeed:
+// true for 4xx other than 408 (timeout), 409 (never an error) and 429 (rate
+// limited); false for 5xx and anything else.
+func (e *StatusError) Permanent() bool {
+	switch e.Code {
+	case http.StatusRequestTimeout, http.StatusConflict, http.StatusTooManyRequests:
+		return false
+	}
+	return e.Code >= 400 && e.Code < 500
+}
+
+// invalidError is a request the client refuses to send; it is permanent.
+type invalidError struct{ msg string }
+
+func (e *invalidError) Error() string   { return "fulfillment: " + e.msg }
+func (e *invalidError) Permanent() bool { return true }
+
+// IdempotencyKey returns the Idempotency-Key for one step of one event, such
+// as stepKey "evt_123/fulfil": "fulfil-" + the first 40 hex digits of
+// SHA-256(stepKey). It is the same on every attempt of that step and differs
+// for every other step or event. Hashing rather than sending the step key
+// keeps the header a fixed-size token whatever characters the step key
+// holds, and does not reveal internal identifiers to the external service.
+func IdempotencyKey(stepKey string) string {
+	sum := sha256.Sum256([]byte(stepKey))
+	return "fulfil-" + hex.EncodeToString(sum[:])[:40]
+}
+
+// Fulfill asks the API to fulfil r, once. It returns nil when the API answers
+// 2xx or 409, a *StatusError for any other status, and a wrapped transport
+// error (transient) when there is no answer, including when ctx ends first.
+func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) error {
+	if idempotencyKey == "" || strings.ContainsAny(idempotencyKey, "\r\n") {
+		return &invalidError{msg: fmt.Sprintf("invalid idempotency key %q", idempotencyKey)}
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return &invalidError{msg: err.Error()}
+	}
+	url := strings.TrimRight(c.BaseURL, "/") + "/fulfillments"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return &invalidError{msg: err.Error()}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("Idempotency-Key", idempotencyKey)
+
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("fulfillment: %w", err) // *url.Error: method, URL and cause
+	}
+	defer resp.Body.Close()
+
+	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusConflict {
+		// Drain a little so the connection can be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil
+	}
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody)) // the status is what matters
+	return &StatusError{
+		Code: resp.StatusCode,
+		Body: strings.TrimSpace(strings.ToValidUTF8(string(snippet), string(utf8.RuneError))),
+	}
+}

@@ -1,0 +1,232 @@
+// Package mailtest provides a real SMTP server for tests, built on
+// github.com/emersion/go-smtp and listening on 127.0.0.1.
+//
+//	srv := mailtest.NewServer(t)
+//	sender := mail.SMTPSender{Addr: srv.Addr()}
+//	... // code under test sends mail
+//	msgs := srv.WaitFor(t, 1, 5*time.Second)
+package mailtest
+
+import (
+	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/mail"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+)
+
+// Received is one message accepted by the server.
+type Received struct {
+	From      string   // envelope sender (MAIL FROM)
+	To        []string // envelope recipients (RCPT TO)
+	Data      []byte   // the message as transmitted
+	MessageID string   // the Message-ID header, brackets included; "" if unparseable
+	Username  string   // the AUTH PLAIN user, "" without AUTH
+	TLS       bool     // whether the session used STARTTLS
+}
+
+// Server is a running test SMTP server. It accepts every sender and
+// recipient, and AUTH PLAIN with any credentials. It is closed by the test's
+// Cleanup.
+type Server struct {
+	srv *smtp.Server
+	ln  net.Listener
+
+	mu      sync.Mutex
+	msgs    []Received
+	failure error
+}
+
+// NewServer starts a plain-text server (no STARTTLS; AUTH allowed anyway).
+func NewServer(tb testing.TB) *Server { return newServer(tb, nil) }
+
+// NewTLSServer starts a server that offers STARTTLS with a self-signed
+// certificate for 127.0.0.1 and localhost.
+func NewTLSServer(tb testing.TB) *Server {
+	tb.Helper()
+	cert, err := selfSigned()
+	if err != nil {
+		tb.Fatalf("mailtest: certificate: %v", err)
+	}
+	return newServer(tb, &tls.Config{Certificates: []tls.Certificate{cert}})
+}
+
+func newServer(tb testing.TB, tlsConfig *tls.Config) *Server {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("mailtest: listen: %v", err)
+	}
+	s := &Server{ln: ln}
+	s.srv = smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
+		return &session{srv: s, conn: c}, nil
+	}))
+	s.srv.Domain = "localhost"
+	s.srv.AllowInsecureAuth = true
+	s.srv.TLSConfig = tlsConfig
+	s.srv.ReadTimeout = 30 * time.Second
+	s.srv.WriteTimeout = 30 * time.Second
+	s.srv.ErrorLog = log.New(io.Discard, "", 0)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.srv.Serve(ln)
+	}()
+	tb.Cleanup(func() {
+		_ = s.srv.Close()
+		<-done
+	})
+	return s
+}
+
+// Addr returns the server's host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Messages returns a copy of the messages accepted so far, in order.
+func (s *Server) Messages() []Received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Received(nil), s.msgs...)
+}
+
+// SetFailure simulates an outage: while err is non-nil, RCPT and DATA are
+// answered "451 <err>". SetFailure(nil) restores normal service.
+func (s *Server) SetFailure(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failure = err
+}
+
+// WaitFor polls until at least n messages have been accepted and returns
+// them; it fails the test if that takes longer than timeout.
+func (s *Server) WaitFor(tb testing.TB, n int, timeout time.Duration) []Received {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		msgs := s.Messages()
+		if len(msgs) >= n {
+			return msgs
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("mailtest: got %d messages after %v, want %d", len(msgs), timeout, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (s *Server) fail() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failure == nil {
+		return nil
+	}
+	return &smtp.SMTPError{
+		Code:         451,
+		EnhancedCode: smtp.EnhancedCode{4, 3, 0},
+		Message:      s.failure.Error(),
+	}
+}
+
+// session collects one SMTP transaction at a time.
+type session struct {
+	srv  *Server
+	conn *smtp.Conn
+	user string
+	from string
+	to   []string
+}
+
+var _ smtp.AuthSession = (*session)(nil)
+
+func (ss *session) AuthMechanisms() []string { return []string{sasl.Plain} }
+
+func (ss *session) Auth(mech string) (sasl.Server, error) {
+	if mech != sasl.Plain {
+		return nil, smtp.ErrAuthUnknownMechanism
+	}
+	return sasl.NewPlainServer(func(_, username, _ string) error {
+		ss.user = username
+		return nil
+	}), nil
+}
+
+func (ss *session) Mail(from string, _ *smtp.MailOptions) error {
+	ss.from = from
+	return nil
+}
+
+func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
+	if err := ss.srv.fail(); err != nil {
+		return err
+	}
+	ss.to = append(ss.to, to)
+	return nil
+}
+
+func (ss *session) Data(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if err := ss.srv.fail(); err != nil {
+		return err
+	}
+	rec := Received{
+		From:     ss.from,
+		To:       append([]string(nil), ss.to...),
+		Data:     data,
+		Username: ss.user,
+	}
+	if _, ok := ss.conn.TLSConnectionState(); ok {
+		rec.TLS = true
+	}
+	if m, err := mail.ReadMessage(bytes.NewReader(data)); err == nil {
+		rec.MessageID = m.Header.Get("Message-ID")
+	}
+	ss.srv.mu.Lock()
+	ss.srv.msgs = append(ss.srv.msgs, rec)
+	ss.srv.mu.Unlock()
+	return nil
+}
+
+func (ss *session) Reset() {
+	ss.from, ss.to = "", nil
+}
+
+func (ss *session) Logout() error { return nil }
+
+// selfSigned returns a throwaway certificate for 127.0.0.1 and localhost.
+func selfSigned() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "mailtest"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
