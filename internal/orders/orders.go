@@ -103,13 +103,17 @@ func Create(ctx context.Context, q Querier, o Order) (Order, bool, error) {
 }
 
 // Upsert moves the order with o's business key from one of the states in
-// from to o.Status, or creates it in o.Status when it does not exist yet
-// (an event that arrives before the one that normally creates the order).
+// from to o.Status, taking o's amount, currency and plan, or creates it in
+// o.Status when it does not exist yet (an event that arrives before the one
+// that normally creates the order, or a purchase after a cancellation).
 // It reports whether this call changed anything.
 func Upsert(ctx context.Context, q Querier, o Order, from ...string) (Order, bool, error) {
 	const sql = insertSQL + `
 ON CONFLICT (source, external_id) DO UPDATE
     SET status = EXCLUDED.status,
+        amount_cents = EXCLUDED.amount_cents,
+        currency = EXCLUDED.currency,
+        plan = coalesce(EXCLUDED.plan, orders.plan),
         payment_intent_id = coalesce(orders.payment_intent_id, EXCLUDED.payment_intent_id),
         customer_email = coalesce(orders.customer_email, EXCLUDED.customer_email),
         updated_at = now()

@@ -1,0 +1,347 @@
+// Command dev runs a command next to a local PostgreSQL server, for
+// development and for the Makefile:
+//
+//	dev [-dir DIR] [-temp] [-durable] [-port N] [-dev-secrets] -- COMMAND [ARGS...]
+//
+// It starts a private server with the PostgreSQL binaries installed on the
+// machine (no Docker), persistent in DIR (default var/pgdata) or, with
+// -temp, in a temporary directory removed afterwards. It creates the
+// database `receiver` and runs COMMAND with DATABASE_URL pointing at it and
+// TEST_DATABASE_URL at the server's maintenance database, unless they are
+// already set. With -dev-secrets it also sets STRIPE_WEBHOOK_SECRET and
+// GITHUB_WEBHOOK_SECRET, unless set, to development secrets generated once
+// and kept in var/dev-secrets.env.
+//
+// COMMAND runs in a process group of its own: SIGINT and SIGTERM, from the
+// terminal or elsewhere, reach dev, which passes each on to the whole group
+// once. Its standard input is empty, so it should not be interactive. Once
+// COMMAND exits, dev stops the server and exits with COMMAND's status.
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/paywebhooks/receiver/internal/pglocal"
+)
+
+// database is the application database dev creates.
+const database = "receiver"
+
+func main() {
+	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	var status exitStatus
+	switch {
+	case err == nil:
+	case errors.As(err, &status):
+		os.Exit(int(status))
+	case errors.Is(err, flag.ErrHelp):
+		os.Exit(2)
+	default:
+		fmt.Fprintln(os.Stderr, "dev:", err)
+		os.Exit(1)
+	}
+}
+
+// exitStatus is the error run returns when COMMAND fails: dev exits with
+// the same status.
+type exitStatus int
+
+func (s exitStatus) Error() string { return fmt.Sprintf("command exited with status %d", int(s)) }
+
+// config holds the parsed command line.
+type config struct {
+	dir         string
+	temp        bool
+	durable     bool
+	port        int
+	devSecrets  bool
+	secretsFile string
+	command     []string
+}
+
+func parseArgs(args []string, stderr io.Writer) (config, error) {
+	var cfg config
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&cfg.dir, "dir", filepath.Join("var", "pgdata"), "PostgreSQL data directory, kept across runs")
+	fs.BoolVar(&cfg.temp, "temp", false, "use a temporary data directory, removed afterwards (ignores -dir)")
+	fs.BoolVar(&cfg.durable, "durable", false, "keep PostgreSQL's crash-safety settings (fsync etc.); slower")
+	fs.IntVar(&cfg.port, "port", 0, "TCP port on 127.0.0.1 (0: any free port)")
+	fs.BoolVar(&cfg.devSecrets, "dev-secrets", false, "set unset webhook secrets to stable development ones")
+	fs.StringVar(&cfg.secretsFile, "secrets-file", filepath.Join("var", "dev-secrets.env"), "where -dev-secrets keeps its secrets")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: dev [-dir DIR] [-temp] [-durable] [-port N] [-dev-secrets] -- COMMAND [ARGS...]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return cfg, err
+	}
+	cfg.command = fs.Args()
+	if len(cfg.command) == 0 {
+		fs.Usage()
+		return cfg, errors.New("no command to run")
+	}
+	return cfg, nil
+}
+
+// run is dev without the process-wide effects of main.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, err := parseArgs(args, stderr)
+	if err != nil {
+		return err
+	}
+
+	// Catch SIGINT and SIGTERM from here on, so that dev always gets to stop
+	// the server. Those that arrive while it starts cancel the start; later
+	// ones go to the command.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	dir := cfg.dir
+	if cfg.temp {
+		if dir, err = os.MkdirTemp("", "pgdev"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+	}
+	var logFile io.WriteCloser = nopCloser{io.Discard}
+	if !cfg.temp {
+		if logFile, err = openLog(dir + ".log"); err != nil {
+			return err
+		}
+	}
+	defer logFile.Close() // after the server has stopped
+	cluster, err := startDatabase(ctx, cfg, dir, logFile)
+	if err != nil {
+		return err
+	}
+	defer stopDatabase(cluster, stderr)
+
+	env, err := commandEnv(cfg, cluster, getenv, stderr)
+	if err != nil {
+		return err
+	}
+	return runCommand(cfg.command, env, sigs, stdout, stderr)
+}
+
+// startDatabase starts the server in dir, logging to log, and creates the
+// application database, giving up on SIGINT or SIGTERM.
+func startDatabase(ctx context.Context, cfg config, dir string, log io.Writer) (*pglocal.Cluster, error) {
+	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	opts := pglocal.Options{Dir: dir, Port: cfg.port, Durable: cfg.durable, Log: log}
+	cluster, err := pglocal.Start(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := cluster.CreateDatabase(ctx, database); err != nil {
+		stopDatabase(cluster, io.Discard)
+		return nil, err
+	}
+	return cluster, nil
+}
+
+// openLog opens the server log kept next to a persistent data directory.
+func openLog(path string) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("create log directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open server log: %w", err)
+	}
+	return f, nil
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func stopDatabase(c *pglocal.Cluster, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		fmt.Fprintln(stderr, "dev:", err)
+	}
+}
+
+// commandEnv returns the environment for the command, telling the user
+// what it adds.
+func commandEnv(cfg config, c *pglocal.Cluster, getenv func(string) string, stderr io.Writer) ([]string, error) {
+	where := fmt.Sprintf("data in %s (server log in %s.log)", c.Dir(), c.Dir())
+	if cfg.temp {
+		where = "temporary data in " + c.Dir()
+	}
+	fmt.Fprintf(stderr, "Local PostgreSQL on 127.0.0.1:%d, %s\n", c.Port(), where)
+
+	env := os.Environ()
+	setDefault := func(key, value string) bool {
+		if getenv(key) != "" {
+			fmt.Fprintf(stderr, "%s is already set: leaving it\n", key)
+			return false
+		}
+		env = append(env, key+"="+value)
+		return true
+	}
+	if setDefault("DATABASE_URL", c.URL(database)) {
+		fmt.Fprintf(stderr, "DATABASE_URL=%s\n", c.URL(database))
+	}
+	setDefault("TEST_DATABASE_URL", c.URL("postgres"))
+
+	if cfg.devSecrets {
+		secrets, err := loadDevSecrets(cfg.secretsFile)
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range devSecrets {
+			if setDefault(s.env, secrets[s.env]) {
+				fmt.Fprintf(stderr, "Development %s: %s\n", s.label, secrets[s.env])
+				if s.hint != "" {
+					fmt.Fprintln(stderr, s.hint)
+				}
+			}
+		}
+	}
+	return env, nil
+}
+
+// devSecrets are the webhook secrets -dev-secrets provides.
+var devSecrets = []struct {
+	env, label, prefix, hint string
+}{
+	{
+		env:    "STRIPE_WEBHOOK_SECRET",
+		label:  "Stripe signing secret",
+		prefix: "whsec_dev_",
+		hint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: " +
+			"print it with `stripe listen --print-secret` and set STRIPE_WEBHOOK_SECRET to it.",
+	},
+	{
+		env:    "GITHUB_WEBHOOK_SECRET",
+		label:  "GitHub webhook secret",
+		prefix: "ghsec_dev_",
+	},
+}
+
+// loadDevSecrets reads the development secrets from path, generating and
+// saving any that are missing, so they stay the same from run to run.
+func loadDevSecrets(path string) (map[string]string, error) {
+	secrets, err := readEnvFile(path)
+	if err != nil {
+		return nil, err
+	}
+	changed := false
+	for _, s := range devSecrets {
+		if secrets[s.env] == "" {
+			secrets[s.env] = s.prefix + randomHex(24)
+			changed = true
+		}
+	}
+	if changed {
+		if err := writeEnvFile(path, secrets); err != nil {
+			return nil, err
+		}
+	}
+	return secrets, nil
+}
+
+// readEnvFile reads KEY=VALUE lines, skipping blank lines and # comments.
+// A missing file holds nothing.
+func readEnvFile(path string) (map[string]string, error) {
+	vars := map[string]string{}
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return vars, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read development secrets: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if key, value, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
+			vars[strings.TrimSpace(key)] = strings.TrimSpace(value)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read development secrets: %w", err)
+	}
+	return vars, nil
+}
+
+func writeEnvFile(path string, vars map[string]string) error {
+	var b strings.Builder
+	b.WriteString("# Development webhook secrets, generated by cmd/dev. Never use them in production.\n")
+	for _, s := range devSecrets {
+		fmt.Fprintf(&b, "%s=%s\n", s.env, vars[s.env])
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("save development secrets: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("save development secrets: %w", err)
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // never fails
+	return hex.EncodeToString(b)
+}
+
+// runCommand runs argv in a process group of its own, passing on the
+// signals that arrive on sigs, and returns its exit status as an
+// exitStatus error (nil for success).
+func runCommand(argv, env []string, sigs <-chan os.Signal, stdout, stderr io.Writer) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("run %s: %w", argv[0], err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		select {
+		case sig := <-sigs:
+			// To the whole group, as a Ctrl-C would: `go run` and `go
+			// test` leave the signal to the programs they start.
+			_ = syscall.Kill(-cmd.Process.Pid, sig.(syscall.Signal))
+		case err := <-done:
+			return statusOf(err)
+		}
+	}
+}
+
+// statusOf turns the result of Wait into an exitStatus, using the shell's
+// 128+N for a command killed by signal N.
+func statusOf(err error) error {
+	var exitErr *exec.ExitError
+	if !errors.As(err, &exitErr) {
+		return err
+	}
+	if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return exitStatus(128 + int(ws.Signal()))
+	}
+	return exitStatus(exitErr.ExitCode())
+}

@@ -1,0 +1,133 @@
+// Command server is the webhook receiver. With no arguments it serves HTTP;
+// `server migrate up|down N|version` manages the schema.
+//
+// Configuration comes from the environment; see the README.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+
+	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/server"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		var u usageError
+		if !errors.As(err, &u) {
+			fmt.Fprintln(os.Stderr, "error:", err)
+		}
+		os.Exit(exitCode(err))
+	}
+}
+
+// usageError is a command line the binary does not understand.
+type usageError struct{ msg string }
+
+func (u usageError) Error() string { return u.msg }
+
+func exitCode(err error) int {
+	var u usageError
+	if errors.As(err, &u) {
+		return 2
+	}
+	return 1
+}
+
+const usage = `usage:
+  server                      serve HTTP (configuration from the environment)
+  server migrate up           apply every pending migration
+  server migrate down N       roll back N migrations
+  server migrate version      print the schema version
+`
+
+// run is the whole program, with its inputs passed in so that tests can
+// drive it.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "serve" {
+		return serve(ctx, getenv, stdout)
+	}
+	switch args[0] {
+	case "migrate":
+		return migrateCmd(args[1:], getenv, stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
+	return usageError{"unknown command"}
+}
+
+func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
+	cfg, err := config.Load(getenv)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel}))
+	slog.SetDefault(log)
+	log.Info("starting receiver", "config", cfg)
+
+	srv, err := server.New(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+	if err := srv.Run(ctx, nil); err != nil {
+		return err
+	}
+	log.Info("receiver stopped")
+	return nil
+}
+
+func migrateCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	url := getenv("DATABASE_URL")
+	if url == "" {
+		return errors.New("DATABASE_URL is required")
+	}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return usageError{"migrate needs up, down N or version"}
+	}
+	switch args[0] {
+	case "up":
+		if err := db.Migrate(url); err != nil {
+			return err
+		}
+	case "down":
+		if len(args) != 2 {
+			fmt.Fprint(stderr, usage)
+			return usageError{"migrate down needs N"}
+		}
+		n, err := strconv.Atoi(args[1])
+		if err != nil || n <= 0 {
+			fmt.Fprintf(stderr, "migrate down: N must be a positive number, got %q\n", args[1])
+			return usageError{"bad N"}
+		}
+		if err := db.MigrateDown(url, n); err != nil {
+			return err
+		}
+	case "version":
+	default:
+		fmt.Fprintf(stderr, "unknown migrate command %q\n%s", args[0], usage)
+		return usageError{"unknown migrate command"}
+	}
+	v, dirty, err := db.Version(url)
+	if err != nil {
+		return err
+	}
+	latest, _ := db.LatestVersion()
+	fmt.Fprintf(stdout, "schema version %d (latest %d)%s\n", v, latest, map[bool]string{true: ", dirty", false: ""}[dirty])
+	return nil
+}

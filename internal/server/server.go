@@ -1,0 +1,153 @@
+// Package server wires the receiver together: configuration, the database
+// pool, the providers, the processor and its redriver, and the Echo router
+// with every route registered in one place. cmd/server calls Run; the
+// end-to-end tests run the built binary.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
+)
+
+// Server is the running receiver.
+type Server struct {
+	cfg      config.Config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	registry *prometheus.Registry
+	metrics  *webhooks.Metrics
+	proc     *webhooks.Processor
+	echo     *echo.Echo
+	http     *http.Server
+}
+
+// Providers builds the webhook providers the configuration enables, keyed
+// by route name. A provider without a secret is not mounted at all: the
+// receiver never processes a request it could not verify.
+func Providers(cfg config.Config) []webhooks.Provider {
+	var ps []webhooks.Provider
+	if len(cfg.StripeSecrets) > 0 {
+		ps = append(ps, stripehook.New(cfg.StripeSecrets))
+	}
+	if len(cfg.GitHubSecrets) > 0 {
+		ps = append(ps, githubhook.New(cfg.GitHubSecrets, cfg.NotifyEmail))
+	}
+	return ps
+}
+
+// New builds the receiver: it applies migrations, opens the pool and builds
+// the router. The caller owns Close.
+func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
+	if err := db.Migrate(cfg.DatabaseURL); err != nil {
+		return nil, fmt.Errorf("apply migrations: %w", err)
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.metrics = webhooks.NewMetrics(s.registry)
+	s.registry.MustRegister(newClaimCollector(pool, cfg.LeaseDuration))
+
+	runner := &webhooks.StepRunner{MailFrom: cfg.MailFrom, MailDomain: cfg.MailDomain()}
+	if cfg.SMTPAddr != "" {
+		runner.Mail = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
+	} else {
+		runner.Mail = mail.FileSender{Dir: cfg.MailDir}
+	}
+	if cfg.FulfillmentURL != "" {
+		runner.Fulfiller = fulfillment.New(cfg.FulfillmentURL)
+	}
+	s.proc = webhooks.NewProcessor(pool, runner, s.metrics, webhooks.Options{
+		Lease:       cfg.LeaseDuration,
+		MaxAttempts: cfg.MaxStepAttempts,
+		Backoff:     cfg.RedriveInterval,
+	})
+	s.echo = s.router(Providers(cfg))
+	s.http = &http.Server{
+		Addr:              cfg.HTTPAddr,
+		Handler:           s.echo,
+		ReadHeaderTimeout: 5 * time.Second,
+		// A webhook body is at most MAX_BODY_BYTES; a sender slower than
+		// this is cut off rather than holding a connection.
+		ReadTimeout: 15 * time.Second,
+		// Long enough for the event's transaction and two steps, each
+		// bounded by webhooks.StepTimeout.
+		WriteTimeout: 2*webhooks.StepTimeout(cfg.LeaseDuration) + 30*time.Second,
+		IdleTimeout:  60 * time.Second,
+		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	return s, nil
+}
+
+// Processor exposes the processor, for the operator commands.
+func (s *Server) Processor() *webhooks.Processor { return s.proc }
+
+// Handler is the HTTP handler, for tests that serve it themselves.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Run serves until ctx ends, then shuts down gracefully: it stops accepting,
+// lets in-flight deliveries finish within SHUTDOWN_TIMEOUT, stops the
+// redriver and closes the pool. ready, if not nil, receives the listening
+// address once the server accepts connections.
+func (s *Server) Run(ctx context.Context, ready func(addr net.Addr)) error {
+	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
+	}
+	s.log.Info("receiver listening", "addr", ln.Addr().String())
+	if ready != nil {
+		ready(ln.Addr())
+	}
+
+	redriveCtx, stopRedrive := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { s.proc.Redrive(redriveCtx, s.cfg.RedriveInterval) })
+
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- s.http.Serve(ln) }()
+
+	var runErr error
+	select {
+	case err := <-serveErr:
+		runErr = fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+		s.log.Info("shutting down: draining in-flight deliveries", "timeout", s.cfg.ShutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+		if err := s.http.Shutdown(sctx); err != nil {
+			runErr = fmt.Errorf("shutdown: %w", err)
+		}
+		cancel()
+		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) && runErr == nil {
+			runErr = fmt.Errorf("serve: %w", err)
+		}
+	}
+	stopRedrive()
+	wg.Wait()
+	return runErr
+}
+
+// Close releases the pool.
+func (s *Server) Close() {
+	s.pool.Close()
+}

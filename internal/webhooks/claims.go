@@ -1,0 +1,238 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// Claim statuses, as stored in processed_events.status.
+const (
+	StatusInProgress = "in_progress"
+	StatusDone       = "done"
+	StatusParked     = "parked"
+)
+
+// Outcomes of an event, as stored in webhook_events.outcome.
+const (
+	outcomeProcessed = "processed"
+	outcomeIgnored   = "ignored"
+	outcomeParked    = "parked"
+)
+
+// errLeaseLost is returned when a compare-and-set on a step's claim finds
+// that the claim is no longer ours: its lease ran out and another worker
+// took it, or it was finished or parked meanwhile.
+var errLeaseLost = errors.New("lease lost to another worker")
+
+// querier is what the claim SQL needs; pgx.Tx and *pgxpool.Pool satisfy it.
+type querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// StepKey is the claim key of a step: the event's key and the step's name,
+// so that every row of an event shares its key as a prefix.
+func StepKey(eventKey, step string) string { return eventKey + "/" + step }
+
+// claimEvent is the dedupe claim of the single-transaction pattern: it
+// commits, or rolls back, with the event's own writes. status is done for a
+// processed or ignored event and parked for one that could not be read.
+func claimEvent(ctx context.Context, q querier, ev Event, status, lastError string) (bool, error) {
+	const sql = `
+INSERT INTO processed_events (event_key, source, status, kind, completed_at, last_error)
+VALUES ($1, $2, $3, 'event', CASE WHEN $3 = 'done' THEN now() END, NULLIF($4, ''))
+ON CONFLICT (event_key) DO NOTHING
+RETURNING event_key`
+	var key string
+	err := q.QueryRow(ctx, sql, ev.Key, ev.Source, status, lastError).Scan(&key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("claim event %s: %w", ev.Key, err)
+	}
+	return true, nil
+}
+
+// storeEvent keeps the verified raw body, once per event.
+func storeEvent(ctx context.Context, q querier, ev Event, outcome, errText string) error {
+	const sql = `
+INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome, error)
+VALUES ($1, $2, $3, $4, NULLIF($5, ''), $6, $7, NULLIF($8, ''))
+ON CONFLICT (event_key) DO UPDATE
+    SET outcome = EXCLUDED.outcome, error = EXCLUDED.error`
+	if _, err := q.Exec(ctx, sql, ev.Key, ev.Source, ev.ID, ev.Type, ev.APIVersion, ev.Body, outcome, errText); err != nil {
+		return fmt.Errorf("store event %s: %w", ev.Key, err)
+	}
+	return nil
+}
+
+// leasedStep is a step claim held by this worker: token is the compare-and-set
+// value that completion and give-back must match.
+type leasedStep struct {
+	Key      string
+	EventKey string
+	Source   string
+	Step     Step
+	Token    int64
+	Attempts int
+}
+
+// insertStepClaim plans a step inside the event's transaction, already
+// leased to the worker running that transaction (token 1). If the worker
+// dies after the commit, the lease runs out and the step is taken back.
+func insertStepClaim(ctx context.Context, q querier, ev Event, s Step) (leasedStep, error) {
+	payload, err := json.Marshal(s)
+	if err != nil {
+		return leasedStep{}, fmt.Errorf("encode step %s: %w", s.Name, err)
+	}
+	key := StepKey(ev.Key, s.Name)
+	const sql = `
+INSERT INTO processed_events (event_key, source, status, kind, parent_key, step, payload, claim_token, attempts)
+VALUES ($1, $2, 'in_progress', 'step', $3, $4, $5, 1, 1)
+ON CONFLICT (event_key) DO NOTHING`
+	if _, err := q.Exec(ctx, sql, key, ev.Source, ev.Key, s.Name, payload); err != nil {
+		return leasedStep{}, fmt.Errorf("plan step %s: %w", key, err)
+	}
+	return leasedStep{Key: key, EventKey: ev.Key, Source: ev.Source, Step: s, Token: 1, Attempts: 1}, nil
+}
+
+// claimSQL is the lease: it inserts the step's claim, or takes it back from
+// a worker whose lease has run out (or that gave it back, which sets
+// claimed_at to -infinity). A done or parked step is never taken back, and
+// every take bumps claim_token, so the previous holder's completion no
+// longer matches.
+const claimSQL = `
+INSERT INTO processed_events (event_key, source, status, kind, parent_key, step, payload, claim_token, attempts)
+VALUES ($1, $2, 'in_progress', 'step', $3, $4, $5, 1, 1)
+ON CONFLICT (event_key) DO UPDATE
+    SET status = 'in_progress', claimed_at = now(),
+        claim_token = processed_events.claim_token + 1,
+        attempts = processed_events.attempts + 1
+    WHERE processed_events.status = 'in_progress'
+      AND processed_events.claimed_at < now() - $6 * interval '1 millisecond'
+RETURNING claim_token, attempts, payload`
+
+// stepState is a step claim as read back when the lease could not be taken.
+type stepState struct {
+	Status    string
+	ClaimedAt time.Time
+}
+
+// claimStep tries to take the lease on a step. It returns ok=false and the
+// stored state when another worker holds a fresh lease, or the step is done
+// or parked.
+func claimStep(ctx context.Context, q querier, source, eventKey string, s Step, lease time.Duration) (leasedStep, bool, stepState, error) {
+	payload, err := json.Marshal(s)
+	if err != nil {
+		return leasedStep{}, false, stepState{}, fmt.Errorf("encode step %s: %w", s.Name, err)
+	}
+	key := StepKey(eventKey, s.Name)
+	ls := leasedStep{Key: key, EventKey: eventKey, Source: source}
+	var stored []byte
+	err = q.QueryRow(ctx, claimSQL, key, source, eventKey, s.Name, payload, lease.Milliseconds()).
+		Scan(&ls.Token, &ls.Attempts, &stored)
+	if err == nil {
+		if err := json.Unmarshal(stored, &ls.Step); err != nil {
+			return leasedStep{}, false, stepState{}, fmt.Errorf("decode step %s: %w", key, err)
+		}
+		return ls, true, stepState{}, nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return leasedStep{}, false, stepState{}, fmt.Errorf("claim step %s: %w", key, err)
+	}
+	// RETURNING cannot tell done from a fresh lease held by someone else.
+	var st stepState
+	err = q.QueryRow(ctx, `SELECT status, claimed_at FROM processed_events WHERE event_key = $1`, key).
+		Scan(&st.Status, &st.ClaimedAt)
+	if err != nil {
+		return leasedStep{}, false, stepState{}, fmt.Errorf("read step %s: %w", key, err)
+	}
+	return leasedStep{}, false, st, nil
+}
+
+// completeStep marks the step done, if the claim is still ours.
+func completeStep(ctx context.Context, q querier, ls leasedStep) error {
+	tag, err := q.Exec(ctx, `
+UPDATE processed_events
+SET status = 'done', completed_at = now(), last_error = NULL, next_attempt_at = NULL
+WHERE event_key = $1 AND claim_token = $2 AND status = 'in_progress'`, ls.Key, ls.Token)
+	if err != nil {
+		return fmt.Errorf("complete step %s: %w", ls.Key, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return errLeaseLost
+	}
+	return nil
+}
+
+// releaseStep gives the lease back after a failed attempt, so that the next
+// retry need not wait for the lease to run out; the redriver waits until
+// next_attempt_at. With park set, or once maxAttempts are spent, the step is
+// parked for an operator instead. It returns the status the step was left in.
+func releaseStep(ctx context.Context, q querier, ls leasedStep, cause error, backoff time.Duration, maxAttempts int, park bool) (string, error) {
+	var status string
+	err := q.QueryRow(ctx, `
+UPDATE processed_events
+SET claimed_at = '-infinity', last_error = $3,
+    next_attempt_at = now() + $4 * interval '1 millisecond',
+    status = CASE WHEN $6 OR attempts >= $5 THEN 'parked' ELSE 'in_progress' END
+WHERE event_key = $1 AND claim_token = $2 AND status = 'in_progress'
+RETURNING status`, ls.Key, ls.Token, cause.Error(), backoff.Milliseconds(), maxAttempts, park).Scan(&status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", errLeaseLost
+	}
+	if err != nil {
+		return "", fmt.Errorf("release step %s: %w", ls.Key, err)
+	}
+	return status, nil
+}
+
+// eventClaims reads an event's own claim and its steps' claims.
+type eventClaims struct {
+	Found  bool   // the event has a claim
+	Status string // the event's own claim status
+	Steps  []storedStep
+}
+
+type storedStep struct {
+	Key    string
+	Status string
+	Step   Step
+}
+
+func readEventClaims(ctx context.Context, q querier, eventKey string) (eventClaims, error) {
+	rows, err := q.Query(ctx, `
+SELECT event_key, kind, status, payload FROM processed_events
+WHERE event_key = $1 OR parent_key = $1
+ORDER BY event_key`, eventKey)
+	if err != nil {
+		return eventClaims{}, fmt.Errorf("read claims of %s: %w", eventKey, err)
+	}
+	defer rows.Close()
+	var ec eventClaims
+	for rows.Next() {
+		var key, kind, status string
+		var payload []byte
+		if err := rows.Scan(&key, &kind, &status, &payload); err != nil {
+			return eventClaims{}, fmt.Errorf("read claims of %s: %w", eventKey, err)
+		}
+		if kind == "event" {
+			ec.Found, ec.Status = true, status
+			continue
+		}
+		ss := storedStep{Key: key, Status: status}
+		if err := json.Unmarshal(payload, &ss.Step); err != nil {
+			return eventClaims{}, fmt.Errorf("decode step %s: %w", key, err)
+		}
+		ec.Steps = append(ec.Steps, ss)
+	}
+	return ec, rows.Err()
+}

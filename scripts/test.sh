@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test (unit, database, end-to-end) against one private PostgreSQL
+# cluster started for the run, unless TEST_DATABASE_URL names a server.
+# Prints each test's result and closes with "N passed, N failed, N skipped".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mkdir -p var
+log=var/test.log
+
+cmd=(go test -count=1 -timeout 30m -v ./...)
+if [ -z "${TEST_DATABASE_URL:-}" ]; then
+  cmd=(bin/dev -temp -- "${cmd[@]}")
+fi
+
+set +e
+"${cmd[@]}" 2>&1 | tee "$log" | grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|(ok|FAIL|PASS)\b|panic:|\s+\S+_test\.go:[0-9]+:)' | grep -v '^=== RUN'
+rc=${PIPESTATUS[0]}
+set -e
+
+passed=$(grep -cE '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
+skipped=$(grep -cE '^\s*--- SKIP' "$log" || true)
+echo
+echo "full log: $log"
+echo "$passed passed, $failed failed, $skipped skipped"
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+  echo "go test exited $rc without a failed test: see $log" >&2
+fi
+exit "$rc"
