@@ -217,6 +217,7 @@ func commandEnv(cfg config, c *pglocal.Cluster, getenv func(string) string, stde
 				}
 			}
 		}
+		printMailDestination(stderr, getenv)
 	}
 	return env, nil
 }
@@ -344,4 +345,17 @@ func statusOf(err error) error {
 		return exitStatus(128 + int(ws.Signal()))
 	}
 	return exitStatus(exitErr.ExitCode())
+}
+
+// printMailDestination says where the receiver's mail goes, so a developer
+// knows where to look for the confirmation email of a test checkout.
+func printMailDestination(stderr io.Writer, getenv func(string) string) {
+	switch {
+	case getenv("SMTP_ADDR") != "":
+		fmt.Fprintf(stderr, "Mail: sent over SMTP to %s\n", getenv("SMTP_ADDR"))
+	case getenv("MAIL_DIR") != "":
+		fmt.Fprintf(stderr, "Mail: written as .eml files to %s (set SMTP_ADDR to send it)\n", getenv("MAIL_DIR"))
+	default:
+		fmt.Fprintln(stderr, "Mail: written as .eml files to ./var/mail (set SMTP_ADDR to send it)")
+	}
 }

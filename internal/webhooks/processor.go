@@ -46,6 +46,11 @@ type Processor struct {
 	runner  *StepRunner
 	metrics *Metrics
 	opts    Options
+
+	// afterEventCommit, when set by a test, runs right after an event's
+	// transaction commits and before its steps run: where a crash leaves
+	// leased steps behind.
+	afterEventCommit func(Event)
 }
 
 // NewProcessor returns a processor over pool.
@@ -78,6 +83,9 @@ func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result
 		return Result{Outcome: OutcomeError, Err: err}
 	}
 	if fresh {
+		if p.afterEventCommit != nil {
+			p.afterEventCommit(ev)
+		}
 		return p.runSteps(ctx, leased, OutcomeProcessed)
 	}
 	return p.resume(ctx, ev)

@@ -1,0 +1,453 @@
+package webhooks_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/fulfillment/fulfillmenttest"
+	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/mail/mailtest"
+	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// testProvider is a provider of the test's own: a "paid" event writes an
+// order and plans the two steps of a paid checkout.
+type testProvider struct{}
+
+func (testProvider) Source() string { return "test" }
+
+func (testProvider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, error) {
+	if h.Get("X-Test-Signature") != "valid" {
+		return webhooks.Event{}, webhooks.Reject("no_valid_signature", nil)
+	}
+	var e struct{ ID string }
+	if err := json.Unmarshal(body, &e); err != nil || e.ID == "" {
+		return webhooks.Event{}, webhooks.Reject("malformed_json", err)
+	}
+	return webhooks.Event{Source: "test", Key: e.ID, ID: e.ID, Type: "test.paid", Body: body}, nil
+}
+
+func (testProvider) Apply(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+	o, created, err := orders.Create(ctx, tx, orders.Order{
+		Source: "test", ProviderEventID: ev.ID, ExternalID: "ext_" + ev.ID, Status: orders.StatusPaid,
+		AmountCents: 1000, Currency: "usd", CustomerEmail: "customer@example.com",
+	})
+	if err != nil || !created {
+		return nil, err
+	}
+	return []webhooks.Step{
+		{Name: "email.confirmation", Email: &webhooks.EmailStep{
+			Template: "order_confirmation", To: o.CustomerEmail,
+			Data: map[string]any{"OrderID": o.ID, "AmountCents": o.AmountCents, "Currency": o.Currency},
+		}},
+		{Name: "fulfillment", Fulfillment: &fulfillment.Request{
+			OrderID: o.ID, Source: o.Source, ExternalID: o.ExternalID, AmountCents: o.AmountCents,
+			Currency: o.Currency, CustomerEmail: o.CustomerEmail,
+		}},
+	}, nil
+}
+
+// rig is a processor on a fresh database with a real SMTP server and a
+// real fulfillment API, served over HTTP like the receiver does.
+type rig struct {
+	pool *pgxpool.Pool
+	smtp *mailtest.Server
+	api  *fulfillmenttest.Server
+	proc *webhooks.Processor
+	url  string
+	opts webhooks.Options
+}
+
+func newRig(t *testing.T, opts webhooks.Options) *rig {
+	t.Helper()
+	r := &rig{pool: pgtest.NewPool(t), smtp: mailtest.NewServer(t), api: fulfillmenttest.NewServer(t), opts: opts}
+	runner := &webhooks.StepRunner{
+		Mail:       mail.SMTPSender{Addr: r.smtp.Addr()},
+		MailFrom:   "shop@example.test",
+		MailDomain: "example.test",
+		Fulfiller:  fulfillment.New(r.api.URL()),
+	}
+	metrics := webhooks.NewMetrics(prometheus.NewRegistry())
+	r.proc = webhooks.NewProcessor(r.pool, runner, metrics, opts)
+	e := echo.New()
+	e.POST("/webhooks/test", webhooks.NewHandler(r.proc, metrics, 1<<20).Route(testProvider{}))
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	r.url = srv.URL + "/webhooks/test"
+	return r
+}
+
+type answer struct {
+	status     int
+	retryAfter string
+	body       string
+}
+
+func (r *rig) deliver(t *testing.T, id string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(fmt.Sprintf(`{"id":%q}`, id)))
+	req.Header.Set("X-Test-Signature", "valid")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("deliver %s: %v", id, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return answer{res.StatusCode, res.Header.Get("Retry-After"), string(b)}
+}
+
+func (r *rig) event(id string) webhooks.Event {
+	return webhooks.Event{Source: "test", Key: id, ID: id, Type: "test.paid", Body: []byte(fmt.Sprintf(`{"id":%q}`, id))}
+}
+
+type stepRow struct {
+	Status    string
+	LastError string
+	Attempts  int
+	Done      bool // completed_at set
+	GivenBack bool // claimed_at = -infinity
+}
+
+func (r *rig) step(t *testing.T, key string) stepRow {
+	t.Helper()
+	var s stepRow
+	err := r.pool.QueryRow(context.Background(), `
+SELECT status, coalesce(last_error, ''), attempts, completed_at IS NOT NULL, claimed_at = '-infinity'
+FROM processed_events WHERE event_key = $1`, key).Scan(&s.Status, &s.LastError, &s.Attempts, &s.Done, &s.GivenBack)
+	if err != nil {
+		t.Fatalf("step %s: %v", key, err)
+	}
+	return s
+}
+
+func (r *rig) orders(t *testing.T) int {
+	t.Helper()
+	var n int
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM orders`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func want(t *testing.T, got answer, status int) {
+	t.Helper()
+	if got.status != status {
+		t.Fatalf("status %d, want %d (%s)", got.status, status, got.body)
+	}
+}
+
+// waitLeaseExpired waits until every step lease of the event has run out.
+func (r *rig) waitLeaseExpired(t *testing.T, eventKey string) {
+	t.Helper()
+	deadline := time.Now().Add(r.opts.Lease + 10*time.Second)
+	for time.Now().Before(deadline) {
+		var fresh int
+		_ = r.pool.QueryRow(context.Background(), `
+SELECT count(*) FROM processed_events
+WHERE parent_key = $1 AND status = 'in_progress' AND claimed_at >= now() - $2 * interval '1 millisecond'`,
+			eventKey, r.opts.Lease.Milliseconds()).Scan(&fresh)
+		if fresh == 0 {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("leases never ran out")
+}
+
+// crashAfterCommit processes the event in a worker that dies right after
+// its transaction commits: the claim, the order and the steps' leases are
+// in the database, and no step ran.
+func (r *rig) crashAfterCommit(t *testing.T, id string) {
+	t.Helper()
+	webhooks.SetAfterEventCommit(r.proc, func(webhooks.Event) { runtime.Goexit() })
+	died := make(chan struct{})
+	go func() {
+		defer close(died)
+		r.proc.Process(context.Background(), testProvider{}, r.event(id))
+	}()
+	<-died
+	webhooks.SetAfterEventCommit(r.proc, nil)
+}
+
+// TestThreeOutcomes shows each outcome of the lease claim and the status the
+// sender sees.
+func TestThreeOutcomes(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+
+	t.Run("KeyComesBack", func(t *testing.T) {
+		want(t, r.deliver(t, "evt_1"), 200)
+		for _, s := range []string{"evt_1/email.confirmation", "evt_1/fulfillment"} {
+			if st := r.step(t, s); st.Status != "done" || !st.Done {
+				t.Errorf("%s = %+v, want done with completed_at", s, st)
+			}
+		}
+		if len(r.smtp.Messages()) != 1 || len(r.api.Requests()) != 1 {
+			t.Fatalf("emails %d, fulfillment calls %d, want 1 and 1", len(r.smtp.Messages()), len(r.api.Requests()))
+		}
+	})
+	t.Run("AlreadyDone", func(t *testing.T) {
+		a := r.deliver(t, "evt_1")
+		want(t, a, 200)
+		if !strings.Contains(a.body, "duplicate") {
+			t.Errorf("body %s, want outcome duplicate", a.body)
+		}
+		if len(r.smtp.Messages()) != 1 || len(r.api.Requests()) != 1 {
+			t.Fatalf("a duplicate repeated a step")
+		}
+	})
+	t.Run("FreshLeaseHeldElsewhere", func(t *testing.T) {
+		release := r.api.Hold()
+		first := make(chan answer, 1)
+		go func() { first <- r.deliver(t, "evt_2") }()
+		r.api.WaitHeld(t, 1, 10*time.Second)
+
+		second := r.deliver(t, "evt_2")
+		want(t, second, 503)
+		if secs, err := strconv.Atoi(second.retryAfter); err != nil || secs < 1 || secs > 300 {
+			t.Errorf("Retry-After %q, want seconds until the lease runs out", second.retryAfter)
+		}
+		release()
+		want(t, <-first, 200)
+		want(t, r.deliver(t, "evt_2"), 200)
+		if n := r.api.CountByKey(fulfillment.IdempotencyKey("evt_2/fulfillment")); n != 1 {
+			t.Errorf("fulfillment calls for evt_2 = %d, want 1", n)
+		}
+	})
+}
+
+// TestWorkerDiesBetweenClaimAndCompletion is the seed's second test for a
+// step: the worker dies after its claim committed and before the step was
+// done. A replay within the lease is answered 503; after the lease runs out
+// a replay does the work and answers 200; and the redriver alone, with no
+// replay at all, also gets it done.
+func TestWorkerDiesBetweenClaimAndCompletion(t *testing.T) {
+	t.Run("ReplayAfterLease", func(t *testing.T) {
+		r := newRig(t, webhooks.Options{Lease: 2 * time.Second})
+		r.crashAfterCommit(t, "evt_dead")
+		if r.orders(t) != 1 {
+			t.Fatal("the order did not commit with the claim")
+		}
+		a := r.deliver(t, "evt_dead")
+		want(t, a, 503)
+		if a.retryAfter == "" {
+			t.Error("503 without Retry-After")
+		}
+		if len(r.smtp.Messages())+len(r.api.Requests()) != 0 {
+			t.Fatal("a step ran while another worker's lease was fresh")
+		}
+		r.waitLeaseExpired(t, "evt_dead")
+		want(t, r.deliver(t, "evt_dead"), 200)
+		if len(r.smtp.Messages()) != 1 || len(r.api.Requests()) != 1 {
+			t.Fatalf("after the lease ran out: emails %d, fulfillment calls %d", len(r.smtp.Messages()), len(r.api.Requests()))
+		}
+		if st := r.step(t, "evt_dead/fulfillment"); st.Status != "done" || st.Attempts != 2 {
+			t.Errorf("fulfillment step = %+v, want done on attempt 2", st)
+		}
+	})
+	t.Run("RedriverAlone", func(t *testing.T) {
+		r := newRig(t, webhooks.Options{Lease: 2 * time.Second})
+		r.crashAfterCommit(t, "evt_dead")
+		if ran, _, err := r.proc.RedriveOnce(context.Background(), 10); err != nil || ran != 0 {
+			t.Fatalf("redriver took a fresh lease: ran %d, %v", ran, err)
+		}
+		r.waitLeaseExpired(t, "evt_dead")
+		ran, failed, err := r.proc.RedriveOnce(context.Background(), 10)
+		if err != nil || ran != 2 || failed != 0 {
+			t.Fatalf("redriver: ran %d failed %d err %v, want 2 steps", ran, failed, err)
+		}
+		if len(r.smtp.Messages()) != 1 || len(r.api.Requests()) != 1 {
+			t.Fatalf("emails %d, fulfillment calls %d", len(r.smtp.Messages()), len(r.api.Requests()))
+		}
+		want(t, r.deliver(t, "evt_dead"), 200)
+	})
+}
+
+// TestSlowWorkerCannotCompleteReclaimedStep: completion and release are
+// compare-and-set on the claim token, so a worker whose lease was taken
+// cannot mark the new holder's work done, and a reclaim never overwrites a
+// completion (River #1302).
+func TestSlowWorkerCannotCompleteReclaimedStep(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: time.Minute})
+	ctx := context.Background()
+	step := webhooks.Step{Name: "fulfillment", Fulfillment: &fulfillment.Request{ExternalID: "x"}}
+
+	slow, ok, _, err := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("first claim: %v %v", ok, err)
+	}
+	if _, ok, status, _ := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute); ok || status != "in_progress" {
+		t.Fatalf("a fresh lease was taken: ok=%v status=%s", ok, status)
+	}
+	// The slow worker's lease runs out.
+	if _, err := r.pool.Exec(ctx, `UPDATE processed_events SET claimed_at = now() - interval '2 minutes' WHERE event_key = 'evt_slow/fulfillment'`); err != nil {
+		t.Fatal(err)
+	}
+	fresh, ok, _, err := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("reclaim of an expired lease: %v %v", ok, err)
+	}
+	if err := webhooks.CompleteStep(ctx, r.pool, slow); !errors.Is(err, webhooks.ErrLeaseLost) {
+		t.Fatalf("slow worker completed a reclaimed step: %v", err)
+	}
+	if _, err := webhooks.ReleaseStep(ctx, r.pool, slow, errors.New("late failure")); !errors.Is(err, webhooks.ErrLeaseLost) {
+		t.Fatalf("slow worker released a reclaimed step: %v", err)
+	}
+	if st := r.step(t, "evt_slow/fulfillment"); st.Status != "in_progress" || st.GivenBack {
+		t.Fatalf("new holder's claim disturbed: %+v", st)
+	}
+	if err := webhooks.CompleteStep(ctx, r.pool, fresh); err != nil {
+		t.Fatalf("new holder could not complete: %v", err)
+	}
+	// Even with its lease long expired, a done step is never taken back.
+	if _, err := r.pool.Exec(ctx, `UPDATE processed_events SET claimed_at = now() - interval '1 hour' WHERE event_key = 'evt_slow/fulfillment'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, status, _ := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute); ok || status != "done" {
+		t.Fatalf("a done step was reclaimed: ok=%v status=%s", ok, status)
+	}
+}
+
+// TestFailingSMTP: the lease is given back at once, the delivery is not
+// acknowledged, and the email is sent once the server recovers.
+func TestFailingSMTP(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	r.smtp.SetFailure(errors.New("mailbox temporarily unavailable"))
+	want(t, r.deliver(t, "evt_mail"), 502)
+	st := r.step(t, "evt_mail/email.confirmation")
+	if st.Status != "in_progress" || !st.GivenBack || !strings.Contains(st.LastError, "451") {
+		t.Fatalf("after SMTP failure the step is %+v, want given back with the error", st)
+	}
+	// Given back: the next retry proceeds at once instead of a 503 for the lease.
+	want(t, r.deliver(t, "evt_mail"), 502)
+	r.smtp.SetFailure(nil)
+	want(t, r.deliver(t, "evt_mail"), 200)
+	if n := len(r.smtp.Messages()); n != 1 {
+		t.Errorf("emails = %d, want 1", n)
+	}
+	if n := len(r.api.Requests()); n != 1 {
+		t.Errorf("fulfillment calls = %d, want 1 (it succeeded the first time)", n)
+	}
+}
+
+// TestFailingFulfillmentAPI: a 5xx gives the lease back, and every attempt
+// carries the same Idempotency-Key.
+func TestFailingFulfillmentAPI(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	r.api.SetStatus(503)
+	want(t, r.deliver(t, "evt_api"), 502)
+	want(t, r.deliver(t, "evt_api"), 502)
+	r.api.SetStatus(0)
+	want(t, r.deliver(t, "evt_api"), 200)
+	key := fulfillment.IdempotencyKey("evt_api/fulfillment")
+	if n := r.api.CountByKey(key); n != 3 {
+		t.Fatalf("attempts with key %s = %d, want 3 (all with the same key)", key, n)
+	}
+	if n := len(r.api.Requests()); n != 3 {
+		t.Fatalf("requests = %d, want 3", n)
+	}
+	want(t, r.deliver(t, "evt_api"), 200)
+	if n := len(r.api.Requests()); n != 3 {
+		t.Errorf("a done step was called again")
+	}
+}
+
+// TestPermanentFailureParks: a 4xx from the fulfillment API is permanent:
+// the step is parked for an operator and the delivery acknowledged.
+func TestPermanentFailureParks(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	r.api.SetStatus(422)
+	want(t, r.deliver(t, "evt_bad"), 200)
+	if st := r.step(t, "evt_bad/fulfillment"); st.Status != "parked" || !strings.Contains(st.LastError, "422") {
+		t.Fatalf("step = %+v, want parked with the 422", st)
+	}
+	r.api.SetStatus(0)
+	want(t, r.deliver(t, "evt_bad"), 200)
+	if n := len(r.api.Requests()); n != 1 {
+		t.Errorf("a parked step was retried by a delivery: %d calls", n)
+	}
+}
+
+// TestAttemptsRunOut: after MaxAttempts failures the step is parked and the
+// delivery acknowledged, so a sender does not retry for ever.
+func TestAttemptsRunOut(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute, MaxAttempts: 2})
+	r.smtp.SetFailure(errors.New("down"))
+	want(t, r.deliver(t, "evt_flaky"), 502)
+	want(t, r.deliver(t, "evt_flaky"), 200)
+	if st := r.step(t, "evt_flaky/email.confirmation"); st.Status != "parked" || st.Attempts != 2 {
+		t.Fatalf("step = %+v, want parked after 2 attempts", st)
+	}
+}
+
+// TestStepTimeout: a call that hangs is cut at StepTimeout, well under the
+// lease, and its lease is given back rather than left to run out.
+func TestStepTimeout(t *testing.T) {
+	lease := 2 * time.Second
+	r := newRig(t, webhooks.Options{Lease: lease})
+	release := r.api.Hold()
+	defer release()
+	start := time.Now()
+	want(t, r.deliver(t, "evt_hang"), 502)
+	if took := time.Since(start); took >= lease {
+		t.Errorf("a hanging call held the delivery %s, not less than the lease %s", took, lease)
+	}
+	if st := r.step(t, "evt_hang/fulfillment"); !st.GivenBack {
+		t.Errorf("step = %+v, want its lease given back", st)
+	}
+	if webhooks.StepTimeout(5*time.Minute) != 30*time.Second || webhooks.StepTimeout(lease) != lease/4 {
+		t.Errorf("StepTimeout is not min(lease/4, 30s)")
+	}
+}
+
+// TestDeterministicKeys: the same Idempotency-Key and Message-ID on every
+// attempt of a step, and different ones across steps and events.
+func TestDeterministicKeys(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	r.smtp.SetFailure(errors.New("down"))
+	r.api.SetStatus(500)
+	want(t, r.deliver(t, "evt_a"), 502)
+	r.smtp.SetFailure(nil)
+	r.api.SetStatus(0)
+	want(t, r.deliver(t, "evt_a"), 200)
+	want(t, r.deliver(t, "evt_b"), 200)
+
+	keys := map[string]int{}
+	for _, req := range r.api.Requests() {
+		keys[req.IdempotencyKey]++
+	}
+	ka, kb := fulfillment.IdempotencyKey("evt_a/fulfillment"), fulfillment.IdempotencyKey("evt_b/fulfillment")
+	if len(keys) != 2 || keys[ka] != 2 || keys[kb] != 1 {
+		t.Fatalf("idempotency keys = %v, want %s twice and %s once", keys, ka, kb)
+	}
+	ids := map[string]bool{}
+	for _, m := range r.smtp.Messages() {
+		ids[m.MessageID] = true
+	}
+	ma, mb := mail.MessageID("evt_a/email.confirmation", "example.test"), mail.MessageID("evt_b/email.confirmation", "example.test")
+	if len(ids) != 2 || !ids[ma] || !ids[mb] {
+		t.Fatalf("Message-IDs = %v, want %s and %s", ids, ma, mb)
+	}
+	if ma == mail.MessageID("evt_a/email.receipt", "example.test") || ka == fulfillment.IdempotencyKey("evt_a/email.confirmation") {
+		t.Error("different steps share a key")
+	}
+}
