@@ -1,0 +1,99 @@
+package config
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+)
+
+func env(kv map[string]string) func(string) string {
+	return func(k string) string { return kv[k] }
+}
+
+func valid() map[string]string {
+	return map[string]string{
+		"DATABASE_URL":          "postgres://user:hunter2@localhost:5432/receiver",
+		"STRIPE_WEBHOOK_SECRET": "whsec_abc, whsec_old",
+		"GITHUB_WEBHOOK_SECRET": "github-secret",
+	}
+}
+
+func TestLoad(t *testing.T) {
+	t.Run("Defaults", func(t *testing.T) {
+		c, err := Load(env(valid()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.HTTPAddr != ":8080" || c.LeaseDuration != 5*time.Minute || c.MaxBodyBytes != 1048576 ||
+			c.MailDir != "./var/mail" || c.SMTPAddr != "" || c.FulfillmentURL != "" {
+			t.Fatalf("defaults not applied: %+v", c)
+		}
+		if len(c.StripeSecrets) != 2 || c.StripeSecrets[1] != "whsec_old" {
+			t.Errorf("secret list = %q, want two trimmed secrets", c.StripeSecrets)
+		}
+		if c.MailDomain() != "localhost" {
+			t.Errorf("MailDomain = %q", c.MailDomain())
+		}
+	})
+
+	bad := []struct {
+		name, key, value, wantMsg string
+	}{
+		{"ErrNoDatabase", "DATABASE_URL", "", "DATABASE_URL is required"},
+		{"ErrBadDatabaseURL", "DATABASE_URL", "mysql://nope:99999999", "DATABASE_URL is not a PostgreSQL"},
+		{"ErrStripeSecretPrefix", "STRIPE_WEBHOOK_SECRET", "sk_test_123", "does not start with whsec_"},
+		{"ErrLease", "LEASE_DURATION", "five minutes", "LEASE_DURATION must be a Go duration"},
+		{"ErrLeaseTooShort", "LEASE_DURATION", "10ms", "LEASE_DURATION must be at least 1s"},
+		{"ErrSMTPAddr", "SMTP_ADDR", "mail.example.com", "SMTP_ADDR must be host:port"},
+		{"ErrMailFrom", "MAIL_FROM", "not an address", "MAIL_FROM is not an email address"},
+		{"ErrNotifyEmail", "NOTIFY_EMAIL", "@@", "NOTIFY_EMAIL is not an email address"},
+		{"ErrFulfillmentURL", "FULFILLMENT_URL", "ftp://x", "FULFILLMENT_URL must be an absolute http(s) URL"},
+		{"ErrMaxBody", "MAX_BODY_BYTES", "-1", "MAX_BODY_BYTES must be a positive"},
+		{"ErrMaxBodyNotNumber", "MAX_BODY_BYTES", "1MB", "MAX_BODY_BYTES must be a whole number"},
+		{"ErrHTTPAddr", "HTTP_ADDR", "8080", "HTTP_ADDR must be host:port"},
+		{"ErrLogLevel", "LOG_LEVEL", "loud", "LOG_LEVEL must be"},
+	}
+	for _, c := range bad {
+		t.Run(c.name, func(t *testing.T) {
+			e := valid()
+			e[c.key] = c.value
+			_, err := Load(env(e))
+			if err == nil || !strings.Contains(err.Error(), c.wantMsg) {
+				t.Fatalf("error = %v, want it to say %q", err, c.wantMsg)
+			}
+		})
+	}
+
+	t.Run("EveryProblemAtOnce", func(t *testing.T) {
+		_, err := Load(env(map[string]string{"LEASE_DURATION": "x", "SMTP_ADDR": "nope"}))
+		for _, name := range []string{"DATABASE_URL", "LEASE_DURATION", "SMTP_ADDR"} {
+			if err == nil || !strings.Contains(err.Error(), name) {
+				t.Errorf("error %v does not name %s", err, name)
+			}
+		}
+	})
+}
+
+func TestLogValueMasksSecrets(t *testing.T) {
+	e := valid()
+	e["SMTP_USERNAME"], e["SMTP_PASSWORD"] = "mailer", "smtp-pass-123"
+	c, err := Load(env(e))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("config", "config", c)
+	out := b.String()
+	for _, secret := range []string{"hunter2", "whsec_abc", "whsec_old", "github-secret", "smtp-pass-123"} {
+		if strings.Contains(out, secret) {
+			t.Errorf("log line contains secret %q: %s", secret, out)
+		}
+	}
+	for _, shown := range []string{"localhost:5432", "whsec_****", "LEASE_DURATION", fmt.Sprint("5m0s")} {
+		if !strings.Contains(out, shown) {
+			t.Errorf("log line lacks %q: %s", shown, out)
+		}
+	}
+}
