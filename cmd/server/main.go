@@ -51,6 +51,7 @@ const usage = `usage:
   server migrate up           apply every pending migration
   server migrate down N       roll back N migrations
   server migrate version      print the schema version
+  server events ...           list, show, replay and prune events (server events for help)
 `
 
 // run is the whole program, with its inputs passed in so that tests can
@@ -62,6 +63,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	switch args[0] {
 	case "migrate":
 		return migrateCmd(args[1:], getenv, stdout, stderr)
+	case "events":
+		return eventsCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

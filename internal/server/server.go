@@ -40,18 +40,41 @@ type Server struct {
 	http     *http.Server
 }
 
-// Providers builds the webhook providers the configuration enables, keyed
-// by route name. A provider without a secret is not mounted at all: the
-// receiver never processes a request it could not verify.
+// provider is a webhook provider and whether it may be mounted.
+type provider struct {
+	webhooks.Provider
+	mounted bool // it has a secret: the receiver never serves what it cannot verify
+}
+
+// allProviders is the registry of every provider the receiver knows. Adding
+// a provider is one line here (see docs/adding-an-integration.md).
+func allProviders(cfg config.Config) []provider {
+	return []provider{
+		{stripehook.New(cfg.StripeSecrets), len(cfg.StripeSecrets) > 0},
+		{githubhook.New(cfg.GitHubSecrets, cfg.NotifyEmail), len(cfg.GitHubSecrets) > 0},
+	}
+}
+
+// Providers returns the providers whose routes are mounted: those with a
+// secret.
 func Providers(cfg config.Config) []webhooks.Provider {
 	var ps []webhooks.Provider
-	if len(cfg.StripeSecrets) > 0 {
-		ps = append(ps, stripehook.New(cfg.StripeSecrets))
-	}
-	if len(cfg.GitHubSecrets) > 0 {
-		ps = append(ps, githubhook.New(cfg.GitHubSecrets, cfg.NotifyEmail))
+	for _, p := range allProviders(cfg) {
+		if p.mounted {
+			ps = append(ps, p.Provider)
+		}
 	}
 	return ps
+}
+
+// ProvidersBySource returns every provider by source name, mounted or not:
+// a stored event is replayed by its provider even when its route is off.
+func ProvidersBySource(cfg config.Config) map[string]webhooks.Provider {
+	m := map[string]webhooks.Provider{}
+	for _, p := range allProviders(cfg) {
+		m[p.Source()] = p.Provider
+	}
+	return m
 }
 
 // New builds the receiver: it applies migrations, opens the pool and builds
@@ -69,20 +92,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	s.metrics = webhooks.NewMetrics(s.registry)
 	s.registry.MustRegister(newClaimCollector(pool, cfg.LeaseDuration))
 
-	runner := &webhooks.StepRunner{MailFrom: cfg.MailFrom, MailDomain: cfg.MailDomain()}
-	if cfg.SMTPAddr != "" {
-		runner.Mail = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
-	} else {
-		runner.Mail = mail.FileSender{Dir: cfg.MailDir}
-	}
-	if cfg.FulfillmentURL != "" {
-		runner.Fulfiller = fulfillment.New(cfg.FulfillmentURL)
-	}
-	s.proc = webhooks.NewProcessor(pool, runner, s.metrics, webhooks.Options{
-		Lease:       cfg.LeaseDuration,
-		MaxAttempts: cfg.MaxStepAttempts,
-		Backoff:     cfg.RedriveInterval,
-	})
+	s.proc = NewProcessor(cfg, pool, s.metrics)
 	s.echo = s.router(Providers(cfg))
 	s.http = &http.Server{
 		Addr:              cfg.HTTPAddr,
@@ -98,6 +108,25 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	return s, nil
+}
+
+// NewProcessor builds the processor the configuration describes: mail over
+// SMTP or to files, the fulfillment API when its URL is set.
+func NewProcessor(cfg config.Config, pool *pgxpool.Pool, metrics *webhooks.Metrics) *webhooks.Processor {
+	runner := &webhooks.StepRunner{MailFrom: cfg.MailFrom, MailDomain: cfg.MailDomain()}
+	if cfg.SMTPAddr != "" {
+		runner.Mail = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
+	} else {
+		runner.Mail = mail.FileSender{Dir: cfg.MailDir}
+	}
+	if cfg.FulfillmentURL != "" {
+		runner.Fulfiller = fulfillment.New(cfg.FulfillmentURL)
+	}
+	return webhooks.NewProcessor(pool, runner, metrics, webhooks.Options{
+		Lease:       cfg.LeaseDuration,
+		MaxAttempts: cfg.MaxStepAttempts,
+		Backoff:     cfg.RedriveInterval,
+	})
 }
 
 // Processor exposes the processor, for the operator commands.

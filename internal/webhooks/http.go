@@ -43,6 +43,7 @@ func (h *Handler) Route(prov Provider) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
 		ctx := reqlog.Add(req.Context(), "source", source)
+		c.SetRequest(req.WithContext(ctx))
 		log := reqlog.From(ctx)
 
 		body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, h.maxBody))
@@ -71,6 +72,7 @@ func (h *Handler) Route(prov Provider) echo.HandlerFunc {
 		}
 		h.metrics.secretMatched(source, ev.SecretIndex)
 		ctx = reqlog.Add(ctx, "event_id", ev.ID, "event_type", ev.Type)
+		c.SetRequest(req.WithContext(ctx)) // so the request's own log line carries them too
 		log = reqlog.From(ctx)
 		if v, ok := prov.(versioned); ok && ev.APIVersion != "" && ev.APIVersion != v.APIVersion() {
 			h.metrics.APIVersionMismatch.WithLabelValues(source, ev.APIVersion).Inc()
