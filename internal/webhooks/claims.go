@@ -88,6 +88,9 @@ type leasedStep struct {
 // insertStepClaim plans a step inside the event's transaction, already
 // leased to the worker running that transaction (token 1). If the worker
 // dies after the commit, the lease runs out and the step is taken back.
+// The lease starts at clock_timestamp(), not now(): now() is when the
+// transaction began, and a transaction that waited on a lock longer than
+// the lease would commit leases already run out under a live worker.
 func insertStepClaim(ctx context.Context, q querier, ev Event, s Step) (leasedStep, error) {
 	payload, err := json.Marshal(s)
 	if err != nil {
@@ -95,8 +98,8 @@ func insertStepClaim(ctx context.Context, q querier, ev Event, s Step) (leasedSt
 	}
 	key := StepKey(ev.Key, s.Name)
 	const sql = `
-INSERT INTO processed_events (event_key, source, status, kind, parent_key, step, payload, claim_token, attempts)
-VALUES ($1, $2, 'in_progress', 'step', $3, $4, $5, 1, 1)
+INSERT INTO processed_events (event_key, source, status, kind, parent_key, step, payload, claim_token, attempts, claimed_at)
+VALUES ($1, $2, 'in_progress', 'step', $3, $4, $5, 1, 1, clock_timestamp())
 ON CONFLICT (event_key) DO NOTHING`
 	if _, err := q.Exec(ctx, sql, key, ev.Source, ev.Key, s.Name, payload); err != nil {
 		return leasedStep{}, fmt.Errorf("plan step %s: %w", key, err)
