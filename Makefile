@@ -30,3 +30,5 @@ fmt: ## gofmt every file
 
 clean: ## remove build output and the local database and mail
 	rm -rf $(BIN) var
+bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
+	scripts/bench.sh

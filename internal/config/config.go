@@ -49,6 +49,9 @@ const (
 	DefaultRedriveInterval = 10 * time.Second
 	DefaultMaxStepAttempts = 10
 	DefaultShutdownTimeout = 25 * time.Second
+	// DefaultDBMaxConns: durable commits need concurrency to share their
+	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
+	DefaultDBMaxConns = 16
 )
 
 // Load reads the configuration through getenv (os.Getenv in production, a
@@ -72,7 +75,7 @@ func Load(getenv func(string) string) (Config, error) {
 		RedriveInterval: l.duration("REDRIVE_INTERVAL", DefaultRedriveInterval),
 		MaxStepAttempts: l.integer("MAX_STEP_ATTEMPTS", DefaultMaxStepAttempts),
 		ShutdownTimeout: l.duration("SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
-		DBMaxConns:      int32(l.integer("DB_MAX_CONNS", 0)),
+		DBMaxConns:      int32(l.integer("DB_MAX_CONNS", DefaultDBMaxConns)),
 	}
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
@@ -133,8 +136,8 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.ShutdownTimeout <= 0 {
 		l.fail("SHUTDOWN_TIMEOUT", "must be positive")
 	}
-	if c.DBMaxConns < 0 {
-		l.fail("DB_MAX_CONNS", "must not be negative")
+	if c.DBMaxConns < 1 {
+		l.fail("DB_MAX_CONNS", "must be at least 1")
 	}
 	if len(l.errs) > 0 {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", errors.Join(l.errs...))

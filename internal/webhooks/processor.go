@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +71,16 @@ func NewProcessor(pool *pgxpool.Pool, runner *StepRunner, metrics *Metrics, opts
 // run under one lease at a time.
 func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result {
 	log := reqlog.From(ctx)
+	// Most copies of an event arrive after it was processed: one indexed
+	// read in autocommit answers them, with no transaction at all.
+	claims, err := readEventClaims(ctx, p.pool, ev.Key)
+	if err != nil {
+		log.Error("event not processed", "error", err)
+		return Result{Outcome: OutcomeError, Err: err}
+	}
+	if claims.Found {
+		return p.resume(ctx, ev, claims)
+	}
 	leased, fresh, err := p.applyEvent(ctx, prov, ev)
 	switch {
 	case errors.Is(err, ErrUnhandled):
@@ -88,7 +99,12 @@ func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result
 		}
 		return p.runSteps(ctx, leased, OutcomeProcessed)
 	}
-	return p.resume(ctx, ev)
+	// Another delivery claimed it between our read and our transaction.
+	claims, err = readEventClaims(ctx, p.pool, ev.Key)
+	if err != nil {
+		return Result{Outcome: OutcomeError, Err: err}
+	}
+	return p.resume(ctx, ev, claims)
 }
 
 // applyEvent runs the single-transaction pattern: the claim, the provider's
@@ -153,13 +169,10 @@ func (p *Processor) park(ctx context.Context, ev Event, cause error) error {
 	return cause
 }
 
-// resume handles an event claimed before: it finishes whatever steps are not
-// done yet, taking each lease only if it is free or has run out.
-func (p *Processor) resume(ctx context.Context, ev Event) Result {
-	claims, err := readEventClaims(ctx, p.pool, ev.Key)
-	if err != nil {
-		return Result{Outcome: OutcomeError, Err: err}
-	}
+// resume handles an event claimed before, given its claims: it finishes
+// whatever steps are not done yet, taking each lease only if it is free or
+// has run out.
+func (p *Processor) resume(ctx context.Context, ev Event, claims eventClaims) Result {
 	if claims.Status == StatusParked {
 		return Result{Outcome: OutcomeParked}
 	}
@@ -201,17 +214,18 @@ func (p *Processor) retryAfter(claimedAt time.Time) time.Duration {
 	return time.Duration(math.Ceil(max(left, time.Second).Seconds())) * time.Second
 }
 
-// runSteps runs leased steps one after the other and reports ok when every
-// one of them is done (or parked for an operator).
+// runSteps runs leased steps side by side (each has its own lease, so the
+// delivery waits for the slowest, not the sum) and reports ok when every one
+// of them is done (or parked for an operator).
 func (p *Processor) runSteps(ctx context.Context, leased []leasedStep, ok string) Result {
-	var failed error
-	for _, ls := range leased {
-		if err := p.runStep(ctx, ls); err != nil && failed == nil {
-			failed = err
-		}
+	errs := make([]error, len(leased))
+	var wg sync.WaitGroup
+	for i, ls := range leased {
+		wg.Go(func() { errs[i] = p.runStep(ctx, ls) })
 	}
-	if failed != nil {
-		return Result{Outcome: OutcomeStepFailed, Err: failed}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return Result{Outcome: OutcomeStepFailed, Err: err}
 	}
 	return Result{Outcome: ok}
 }

@@ -1,0 +1,142 @@
+// Command snippet is the dedupe snippet everyone copies, as a minimal
+// receiver on the same HTTP stack as the real one (echo + a pgx pool). It is
+// the benchmark's baseline, not something to deploy: it has the hole the
+// seed describes (the claim commits on its own, before the work).
+//
+// For each Stripe delivery it verifies the signature with stripe-go's
+// webhook.ValidatePayloadWithTolerance, claims the event id with
+// INSERT … ON CONFLICT DO NOTHING RETURNING in autocommit, and, if the claim
+// was new, inserts the invoice in a second statement; then it answers 200.
+//
+//	snippet -addr 127.0.0.1:0 -db postgres://… -secret whsec_… [-max-conns N]
+//
+// It prints {"msg":"snippet listening","addr":"…"} on stdout once it listens.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/labstack/echo/v4"
+	"github.com/stripe/stripe-go/v76/webhook"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "snippet:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("snippet", flag.ContinueOnError)
+	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	dbURL := fs.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL URL (a database migrated like the receiver's)")
+	secret := fs.String("secret", os.Getenv("STRIPE_WEBHOOK_SECRET"), "Stripe signing secret")
+	maxConns := fs.Int("max-conns", 0, "pool size (0: pgxpool's default)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := pgxpool.ParseConfig(*dbURL)
+	if err != nil {
+		return err
+	}
+	if *maxConns > 0 {
+		cfg.MaxConns = int32(*maxConns)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.POST("/webhooks/stripe", func(c echo.Context) error {
+		payload, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
+		if err != nil {
+			return c.NoContent(http.StatusBadRequest)
+		}
+		sig := c.Request().Header.Get("Stripe-Signature")
+		if err := webhook.ValidatePayloadWithTolerance(payload, sig, *secret, 5*time.Minute); err != nil {
+			return c.NoContent(http.StatusBadRequest)
+		}
+		var event struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+			Data struct {
+				Object struct {
+					ID            string  `json:"id"`
+					AmountDue     int64   `json:"amount_due"`
+					AmountPaid    int64   `json:"amount_paid"`
+					Currency      string  `json:"currency"`
+					CustomerEmail *string `json:"customer_email"`
+				} `json:"object"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(payload, &event); err != nil {
+			return c.NoContent(http.StatusBadRequest)
+		}
+		ctx := c.Request().Context()
+
+		var key string
+		err = pool.QueryRow(ctx, `
+INSERT INTO processed_events (event_key, source, status)
+VALUES ($1, 'stripe', 'done')
+ON CONFLICT (event_key) DO NOTHING
+RETURNING event_key`, event.ID).Scan(&key)
+		if err == pgx.ErrNoRows {
+			return c.NoContent(http.StatusOK) // already handled
+		}
+		if err != nil {
+			return c.NoContent(http.StatusInternalServerError)
+		}
+
+		if event.Type == "invoice.created" || event.Type == "invoice.finalized" {
+			inv := event.Data.Object
+			email := ""
+			if inv.CustomerEmail != nil {
+				email = *inv.CustomerEmail
+			}
+			_, err = pool.Exec(ctx, `
+INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
+VALUES ($1, 'pending', $2, $3, $4, NULLIF($5, ''))
+ON CONFLICT (stripe_invoice_id) DO NOTHING`, inv.ID, inv.AmountDue, inv.AmountPaid, inv.Currency, email)
+			if err != nil {
+				return c.NoContent(http.StatusInternalServerError)
+			}
+		}
+		return c.NoContent(http.StatusOK)
+	})
+
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	line, _ := json.Marshal(map[string]string{"msg": "snippet listening", "addr": ln.Addr().String()})
+	fmt.Println(string(line))
+	srv := &http.Server{Handler: e, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	if err := srv.Serve(ln); err != http.ErrServerClosed {
+		return err
+	}
+	return nil
+}

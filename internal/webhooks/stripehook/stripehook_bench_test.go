@@ -1,0 +1,168 @@
+package stripehook_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stripe/stripe-go/v76/webhook"
+
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
+)
+
+const benchSecret = "whsec_bench_0123456789abcdef"
+
+func benchFixture(b *testing.B, name string) []byte {
+	b.Helper()
+	body, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return body
+}
+
+// BenchmarkVerify is the whole of Provider.Verify on a real signed
+// delivery: header parsing, HMAC-SHA256 over the body, the timestamp window
+// and the envelope decode.
+func BenchmarkVerify(b *testing.B) {
+	for _, tc := range []struct {
+		name    string
+		fixture string
+		secrets []string
+	}{
+		{"invoice", "invoice.created.json", []string{benchSecret}},
+		{"checkout", "checkout.session.completed.paid.json", []string{benchSecret}},
+		// While a secret is rolled the new one may come second.
+		{"checkout/second-of-two-secrets", "checkout.session.completed.paid.json", []string{"whsec_old_0123456789", benchSecret}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			body := benchFixture(b, tc.fixture)
+			now := time.Now()
+			h := http.Header{}
+			h.Set("Content-Type", "application/json; charset=utf-8")
+			h.Set("Stripe-Signature", webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
+				Payload: body, Secret: benchSecret, Timestamp: now,
+			}).Header)
+			p := stripehook.New(tc.secrets)
+			if _, err := p.Verify(h, body, now); err != nil {
+				b.Fatalf("fixture does not verify: %v", err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := p.Verify(h, body, now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkVerifyRejected is a delivery signed with another secret: what an
+// attacker's or a misconfigured sender's request costs.
+func BenchmarkVerifyRejected(b *testing.B) {
+	body := benchFixture(b, "invoice.created.json")
+	now := time.Now()
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Stripe-Signature", webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
+		Payload: body, Secret: "whsec_someone_else", Timestamp: now,
+	}).Header)
+	p := stripehook.New([]string{benchSecret})
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := p.Verify(h, body, now); err == nil {
+			b.Fatal("verified with the wrong secret")
+		}
+	}
+}
+
+// BenchmarkDecode is the envelope decode alone, as replays and the
+// redriver run it on stored bodies.
+func BenchmarkDecode(b *testing.B) {
+	for _, name := range []string{"invoice.created.json", "checkout.session.completed.paid.json", "charge.refunded.json"} {
+		b.Run(name, func(b *testing.B) {
+			body := benchFixture(b, name)
+			if _, err := stripehook.Decode(body); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := stripehook.Decode(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// invoiceEvent is a new invoice.created event with fresh ids.
+func invoiceEvent(n int64) []byte {
+	return fmt.Appendf(nil, `{"id": "evt_bench_%d_%d", "object": "event", "api_version": "2023-10-16", "created": 1764460800,
+"data": {"object": {"id": "in_bench_%d_%d", "object": "invoice", "status": "draft", "amount_due": 2000, "amount_paid": 0,
+"currency": "usd", "customer_email": "payer@example.com", "attempt_count": 0}},
+"livemode": false, "pending_webhooks": 1, "type": "invoice.created"}`, benchRun, n, benchRun, n)
+}
+
+var benchRun = time.Now().UnixNano()
+
+// BenchmarkDeliver runs whole deliveries through the receiver's HTTP
+// handler (echo, verification, the claim transaction, the response) on the
+// test database, which runs without fsync: what the Go side costs per
+// delivery. Profile it with
+//
+//	go test -run '^$' -bench Deliver -cpuprofile cpu.out ./internal/webhooks/stripehook
+func BenchmarkDeliver(b *testing.B) {
+	r := rt.New(b)
+	h := r.Server.Handler()
+	post := func(body []byte) int {
+		req := httptest.NewRequest(http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
+		req.Header = rt.StripeHeader(body)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w.Code
+	}
+	var seq atomic.Int64
+	b.Run("new-invoice", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetParallelism(4)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if code := post(invoiceEvent(seq.Add(1))); code != http.StatusOK {
+					b.Errorf("status %d", code)
+					return
+				}
+			}
+		})
+	})
+	b.Run("replay", func(b *testing.B) {
+		const events = 200
+		bodies := make([][]byte, events)
+		for i := range bodies {
+			bodies[i] = invoiceEvent(seq.Add(1))
+			if code := post(bodies[i]); code != http.StatusOK {
+				b.Fatalf("status %d", code)
+			}
+		}
+		var i atomic.Int64
+		b.ReportAllocs()
+		b.SetParallelism(4)
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if code := post(bodies[i.Add(1)%events]); code != http.StatusOK {
+					b.Errorf("status %d", code)
+					return
+				}
+			}
+		})
+	})
+}
