@@ -245,7 +245,7 @@ func TestGracefulDeploy(t *testing.T) {
 	const inFlight = 4
 	w := newWorld(t)
 	// The step timeout (a quarter of the lease) must outlast the hold.
-	env := w.env("LEASE_DURATION", "20s", "SHUTDOWN_TIMEOUT", "20s")
+	env := w.env("LEASE_DURATION", "60s", "SHUTDOWN_TIMEOUT", "30s")
 	p := startReceiver(t, "old", env)
 
 	release := w.API.Hold()

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // Claim statuses, as stored in processed_events.status.
@@ -30,12 +30,9 @@ const (
 // took it, or it was finished or parked meanwhile.
 var errLeaseLost = errors.New("lease lost to another worker")
 
-// querier is what the claim SQL needs; pgx.Tx and *pgxpool.Pool satisfy it.
-type querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
+// querier is what the claim SQL needs; a pool, a connection and a
+// transaction satisfy it.
+type querier = Tx
 
 // StepKey is the claim key of a step: the event's key and the step's name,
 // so that every row of an event shares its key as a prefix.
@@ -59,6 +56,80 @@ RETURNING event_key`
 		return false, fmt.Errorf("claim event %s: %w", ev.Key, err)
 	}
 	return true, nil
+}
+
+// claimAndStoreSQL is the dedupe claim of the single-transaction pattern
+// (INSERT … ON CONFLICT (event_key) DO NOTHING RETURNING) with the stored
+// raw body riding on it: the body is written only when the claim is.
+const claimAndStoreSQL = `
+WITH claim AS (
+    INSERT INTO processed_events (event_key, source, status, kind, completed_at)
+    VALUES ($1, $2, 'done', 'event', now())
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING event_key
+)
+INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome)
+SELECT event_key, $2, $3, $4, NULLIF($5, ''), $6, 'processed' FROM claim
+ON CONFLICT (event_key) DO UPDATE SET outcome = EXCLUDED.outcome, error = NULL
+RETURNING event_key`
+
+// eventTx is an event's transaction on one pooled connection. Its BEGIN
+// travels to the server with the claim, and its COMMIT with the last
+// writes, so the transaction costs no round trip of its own.
+type eventTx struct {
+	conn *pgxpool.Conn
+}
+
+// beginClaim opens the event's transaction and claims the event in it.
+// claimed is false when the event was claimed before; the transaction is
+// then already closed.
+func beginClaim(ctx context.Context, pool *pgxpool.Pool, ev Event) (tx *eventTx, claimed bool, err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, false, fmt.Errorf("claim event %s: %w", ev.Key, err)
+	}
+	tx = &eventTx{conn: conn}
+	b := &pgx.Batch{}
+	b.Queue("BEGIN")
+	b.Queue(claimAndStoreSQL, ev.Key, ev.Source, ev.ID, ev.Type, ev.APIVersion, ev.Body)
+	br := conn.SendBatch(ctx, b)
+	_, err = br.Exec()
+	var key string
+	if err == nil {
+		err = br.QueryRow().Scan(&key)
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		tx.rollback()
+		return nil, false, nil
+	case err != nil:
+		tx.rollback()
+		return nil, false, fmt.Errorf("claim event %s: %w", ev.Key, err)
+	}
+	return tx, true, nil
+}
+
+// commit queues the statements of b, then COMMIT, and sends them at once.
+func (t *eventTx) commit(ctx context.Context, b *pgx.Batch) error {
+	defer t.conn.Release()
+	b.Queue("COMMIT")
+	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
+		// A connection left inside a transaction is closed on release,
+		// which rolls the transaction back.
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// rollback ends the transaction without its writes.
+func (t *eventTx) rollback() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = t.conn.Exec(ctx, "ROLLBACK")
+	t.conn.Release()
 }
 
 // storeEvent keeps the verified raw body, once per event.
@@ -85,25 +156,22 @@ type leasedStep struct {
 	Attempts int
 }
 
-// insertStepClaim plans a step inside the event's transaction, already
+// queueStepClaim plans a step inside the event's transaction, already
 // leased to the worker running that transaction (token 1). If the worker
 // dies after the commit, the lease runs out and the step is taken back.
 // The lease starts at clock_timestamp(), not now(): now() is when the
 // transaction began, and a transaction that waited on a lock longer than
 // the lease would commit leases already run out under a live worker.
-func insertStepClaim(ctx context.Context, q querier, ev Event, s Step) (leasedStep, error) {
+func queueStepClaim(b *pgx.Batch, ev Event, s Step) (leasedStep, error) {
 	payload, err := json.Marshal(s)
 	if err != nil {
 		return leasedStep{}, fmt.Errorf("encode step %s: %w", s.Name, err)
 	}
 	key := StepKey(ev.Key, s.Name)
-	const sql = `
+	b.Queue(`
 INSERT INTO processed_events (event_key, source, status, kind, parent_key, step, payload, claim_token, attempts, claimed_at)
 VALUES ($1, $2, 'in_progress', 'step', $3, $4, $5, 1, 1, clock_timestamp())
-ON CONFLICT (event_key) DO NOTHING`
-	if _, err := q.Exec(ctx, sql, key, ev.Source, ev.Key, s.Name, payload); err != nil {
-		return leasedStep{}, fmt.Errorf("plan step %s: %w", key, err)
-	}
+ON CONFLICT (event_key) DO NOTHING`, key, ev.Source, ev.Key, s.Name, payload)
 	return leasedStep{Key: key, EventKey: ev.Key, Source: ev.Source, Step: s, Token: 1, Attempts: 1}, nil
 }
 
@@ -212,10 +280,11 @@ type storedStep struct {
 }
 
 func readEventClaims(ctx context.Context, q querier, eventKey string) (eventClaims, error) {
+	// Two index scans (the primary key, the parent index), not a bitmap OR.
 	rows, err := q.Query(ctx, `
-SELECT event_key, kind, status, payload FROM processed_events
-WHERE event_key = $1 OR parent_key = $1
-ORDER BY event_key`, eventKey)
+SELECT event_key, kind, status, payload FROM processed_events WHERE event_key = $1
+UNION ALL
+SELECT event_key, kind, status, payload FROM processed_events WHERE parent_key = $1`, eventKey)
 	if err != nil {
 		return eventClaims{}, fmt.Errorf("read claims of %s: %w", eventKey, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 )
@@ -45,6 +46,16 @@ type EmailStep struct {
 	Data     map[string]any `json:"data"`
 }
 
+// Tx is the event's transaction as a provider sees it: the event's claim
+// is already in it, and everything written through it commits, or rolls
+// back, with that claim. The queriers of internal/orders and
+// internal/invoices accept it.
+type Tx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // Provider is one webhook sender: Stripe, GitHub. Adding a provider means
 // implementing this interface in a package of its own and registering it in
 // internal/server (see docs/adding-an-integration.md).
@@ -63,7 +74,7 @@ type Provider interface {
 	// an event type the provider ignores, and one wrapping ErrUnprocessable
 	// for an event whose fields cannot be read; any other error rolls the
 	// transaction back and fails the delivery.
-	Apply(ctx context.Context, tx pgx.Tx, ev Event) ([]Step, error)
+	Apply(ctx context.Context, tx Tx, ev Event) ([]Step, error)
 }
 
 var (

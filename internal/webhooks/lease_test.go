@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -47,7 +46,7 @@ func (testProvider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Ev
 	return webhooks.Event{Source: "test", Key: e.ID, ID: e.ID, Type: "test.paid", Body: body}, nil
 }
 
-func (testProvider) Apply(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func (testProvider) Apply(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	o, created, err := orders.Create(ctx, tx, orders.Order{
 		Source: "test", ProviderEventID: ev.ID, ExternalID: "ext_" + ev.ID, Status: orders.StatusPaid,
 		AmountCents: 1000, Currency: "usd", CustomerEmail: "customer@example.com",

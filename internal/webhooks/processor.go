@@ -107,50 +107,46 @@ func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result
 	return p.resume(ctx, ev, claims)
 }
 
-// applyEvent runs the single-transaction pattern: the claim, the provider's
-// writes, the stored body and the steps' leases commit together or not at
-// all. fresh is false when the event had been claimed before.
+// applyEvent runs the single-transaction pattern: the claim, the stored
+// body, the provider's writes and the steps' leases commit together or not
+// at all. fresh is false when the event had been claimed before.
 func (p *Processor) applyEvent(ctx context.Context, prov Provider, ev Event) (leased []leasedStep, fresh bool, err error) {
-	var applyErr error
-	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		claimed, err := claimEvent(ctx, tx, ev, StatusDone, "")
-		if err != nil || !claimed {
-			return err
-		}
-		fresh = true
-		steps, err := prov.Apply(ctx, tx, ev)
-		switch {
-		case errors.Is(err, ErrUnhandled):
-			applyErr = err
-			return storeEvent(ctx, tx, ev, outcomeIgnored, "")
-		case err != nil:
-			return err
-		}
-		if err := storeEvent(ctx, tx, ev, outcomeProcessed, ""); err != nil {
-			return err
-		}
-		leased = leased[:0]
-		for _, s := range steps {
-			if why := p.runner.Unavailable(s); why != "" {
-				reqlog.From(ctx).Warn("step skipped", "step", s.Name, "reason", why)
-				p.metrics.stepOutcome(s.Name, "skipped")
-				continue
-			}
-			ls, err := insertStepClaim(ctx, tx, ev, s)
-			if err != nil {
-				return err
-			}
-			leased = append(leased, ls)
-		}
-		return nil
-	})
-	if errors.Is(err, ErrUnprocessable) {
-		return nil, true, p.park(ctx, ev, err)
-	}
-	if err != nil {
+	tx, claimed, err := beginClaim(ctx, p.pool, ev)
+	if err != nil || !claimed {
 		return nil, false, err
 	}
-	return leased, fresh, applyErr
+	steps, applyErr := prov.Apply(ctx, tx.conn, ev)
+	b := &pgx.Batch{}
+	switch {
+	case errors.Is(applyErr, ErrUnhandled):
+		b.Queue(`UPDATE webhook_events SET outcome = $2 WHERE event_key = $1`, ev.Key, outcomeIgnored)
+	case errors.Is(applyErr, ErrUnprocessable):
+		tx.rollback()
+		return nil, true, p.park(ctx, ev, applyErr)
+	case applyErr != nil:
+		tx.rollback()
+		return nil, false, applyErr
+	}
+	for _, s := range steps {
+		if why := p.runner.Unavailable(s); why != "" {
+			reqlog.From(ctx).Warn("step skipped", "step", s.Name, "reason", why)
+			p.metrics.stepOutcome(s.Name, "skipped")
+			continue
+		}
+		ls, err := queueStepClaim(b, ev, s)
+		if err != nil {
+			tx.rollback()
+			return nil, false, err
+		}
+		leased = append(leased, ls)
+	}
+	if err := tx.commit(ctx, b); err != nil {
+		return nil, false, fmt.Errorf("event %s: %w", ev.Key, err)
+	}
+	if errors.Is(applyErr, ErrUnhandled) {
+		return nil, true, applyErr
+	}
+	return leased, true, nil
 }
 
 // park keeps an event whose fields cannot be read, with its raw body and the

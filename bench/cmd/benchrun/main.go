@@ -681,43 +681,43 @@ const invoiceBody = `{
   "type": "invoice.created"
 }`
 
-// invoiceScript is the receiver's transaction for a new invoice.created
-// event, statement for statement (internal/webhooks/claims.go claimEvent and
-// storeEvent, internal/invoices EnsurePending), with the same parameters.
+// readClaimsSQL is the receiver's first statement for every delivery
+// (internal/webhooks claims.go readEventClaims), in autocommit.
+const readClaimsSQL = `SELECT event_key, kind, status, payload FROM processed_events WHERE event_key = %[1]s
+UNION ALL
+SELECT event_key, kind, status, payload FROM processed_events WHERE parent_key = %[1]s;
+`
+
+// invoiceScript is what the receiver sends for a new invoice.created event,
+// statement for statement (internal/webhooks claims.go readEventClaims,
+// beginClaim's BEGIN and claimAndStoreSQL, internal/invoices EnsurePending,
+// COMMIT), with the same parameters and the same stored body.
 func invoiceScript() string {
 	return `\set r random(1, 9000000000000000000)
-BEGIN;
-INSERT INTO processed_events (event_key, source, status, kind, completed_at, last_error)
-VALUES ('evt_pgb' || :r, 'stripe', 'done', 'event', CASE WHEN 'done' = 'done' THEN now() END, NULLIF('', ''))
-ON CONFLICT (event_key) DO NOTHING
+` + fmt.Sprintf(readClaimsSQL, `'evt_pgb' || :r`) + `BEGIN;
+WITH claim AS (
+    INSERT INTO processed_events (event_key, source, status, kind, completed_at)
+    VALUES ('evt_pgb' || :r, 'stripe', 'done', 'event', now())
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING event_key
+)
+INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome)
+SELECT event_key, 'stripe', 'evt_pgb' || :r, 'invoice.created', NULLIF('2023-10-16', ''),
+       convert_to('` + invoiceBody + `', 'UTF8'), 'processed' FROM claim
+ON CONFLICT (event_key) DO UPDATE SET outcome = EXCLUDED.outcome, error = NULL
 RETURNING event_key;
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
 VALUES ('in_pgb' || :r, 'pending', 2000, 0, 'usd', NULLIF('payer@example.com', ''))
 ON CONFLICT (stripe_invoice_id) DO NOTHING;
-INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome, error)
-VALUES ('evt_pgb' || :r, 'stripe', 'evt_pgb' || :r, 'invoice.created', NULLIF('2023-10-16', ''),
-        convert_to('` + invoiceBody + `', 'UTF8'), 'processed', NULLIF('', ''))
-ON CONFLICT (event_key) DO UPDATE
-    SET outcome = EXCLUDED.outcome, error = EXCLUDED.error;
 COMMIT;
 `
 }
 
 // replayScript is the receiver's duplicate check for an event already done
-// (internal/webhooks processor.go applyEvent then resume): the claim that
-// conflicts, in its transaction, then readEventClaims.
+// (internal/webhooks processor.go Process): one read of its claims.
 func replayScript(events int) string {
 	return fmt.Sprintf(`\set n random(1, %d)
-BEGIN;
-INSERT INTO processed_events (event_key, source, status, kind, completed_at, last_error)
-VALUES ('evt_rep' || :n, 'stripe', 'done', 'event', CASE WHEN 'done' = 'done' THEN now() END, NULLIF('', ''))
-ON CONFLICT (event_key) DO NOTHING
-RETURNING event_key;
-COMMIT;
-SELECT event_key, kind, status, payload FROM processed_events
-WHERE event_key = 'evt_rep' || :n OR parent_key = 'evt_rep' || :n
-ORDER BY event_key;
-`, events)
+`, events) + fmt.Sprintf(readClaimsSQL, `'evt_rep' || :n`)
 }
 
 // --- helpers ---

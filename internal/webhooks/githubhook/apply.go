@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -36,7 +34,7 @@ const currency = "usd"
 // Apply implements webhooks.Provider: the contract's GitHub table. Steps
 // are planned only when this event changed an order, so a second hook's
 // copy of an event, or a replay, sends nothing again.
-func (p *Provider) Apply(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func (p *Provider) Apply(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	switch ev.Type {
 	case "ping":
 		return nil, nil
@@ -84,7 +82,7 @@ type plan struct {
 	PriceModel          string `json:"price_model"`
 }
 
-func (p *Provider) marketplacePurchase(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func (p *Provider) marketplacePurchase(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	var pe purchaseEvent
 	if err := decode(ev, &pe); err != nil {
 		return nil, err
@@ -172,7 +170,7 @@ func (p *Provider) recipient(billingEmail string) string {
 // purchased creates the account's order, or reactivates it after a
 // cancellation. A copy of the event that made the order (another hook's, or
 // a replay) changes nothing.
-func (p *Provider) purchased(ctx context.Context, tx pgx.Tx, ev webhooks.Event, o orders.Order, mp *purchase) ([]webhooks.Step, error) {
+func (p *Provider) purchased(ctx context.Context, tx webhooks.Tx, ev webhooks.Event, o orders.Order, mp *purchase) ([]webhooks.Step, error) {
 	existing, err := orders.ByExternalID(ctx, tx, o.Source, o.ExternalID)
 	switch {
 	case err == nil && existing.ProviderEventID == ev.ID:
@@ -208,7 +206,7 @@ func (p *Provider) purchased(ctx context.Context, tx pgx.Tx, ev webhooks.Event, 
 }
 
 // purchaseCancelled moves the account's paid order to cancelled.
-func (p *Provider) purchaseCancelled(ctx context.Context, tx pgx.Tx, o orders.Order, mp *purchase) ([]webhooks.Step, error) {
+func (p *Provider) purchaseCancelled(ctx context.Context, tx webhooks.Tx, o orders.Order, mp *purchase) ([]webhooks.Step, error) {
 	cancelled, changed, err := orders.Transition(ctx, tx, o.Source, o.ExternalID, orders.StatusPaid, orders.StatusCancelled)
 	if err != nil || !changed {
 		return nil, err
@@ -259,7 +257,7 @@ func (t *tier) customAmount() bool {
 	return deref(t.IsCustomAmmount)
 }
 
-func (p *Provider) sponsorship(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func (p *Provider) sponsorship(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	var se sponsorshipEvent
 	if err := decode(ev, &se); err != nil {
 		return nil, err
@@ -291,7 +289,7 @@ func (p *Provider) sponsorship(ctx context.Context, tx pgx.Tx, ev webhooks.Event
 	return p.sponsorshipCancelled(ctx, tx, s.NodeID, data)
 }
 
-func (p *Provider) sponsorshipCreated(ctx context.Context, tx pgx.Tx, ev webhooks.Event, nodeID string, t *tier, data map[string]any) ([]webhooks.Step, error) {
+func (p *Provider) sponsorshipCreated(ctx context.Context, tx webhooks.Tx, ev webhooks.Event, nodeID string, t *tier, data map[string]any) ([]webhooks.Step, error) {
 	_, created, err := orders.Create(ctx, tx, orders.Order{
 		Source:          SourceSponsors,
 		ProviderEventID: ev.ID,
@@ -309,7 +307,7 @@ func (p *Provider) sponsorshipCreated(ctx context.Context, tx pgx.Tx, ev webhook
 	}}}, nil
 }
 
-func (p *Provider) sponsorshipCancelled(ctx context.Context, tx pgx.Tx, nodeID string, data map[string]any) ([]webhooks.Step, error) {
+func (p *Provider) sponsorshipCancelled(ctx context.Context, tx webhooks.Tx, nodeID string, data map[string]any) ([]webhooks.Step, error) {
 	_, changed, err := orders.Transition(ctx, tx, SourceSponsors, nodeID, orders.StatusPaid, orders.StatusCancelled)
 	if err != nil || !changed {
 		return nil, err

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/invoices"
 	"github.com/paywebhooks/receiver/internal/orders"
@@ -26,7 +24,7 @@ const (
 // write is safe on its own to run twice, and steps are planned only when
 // this event changed the state, so even a replay past an emptied
 // processed_events changes nothing and sends nothing.
-func (p *Provider) Apply(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func (p *Provider) Apply(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	switch ev.Type {
 	case "checkout.session.completed":
 		return checkoutCompleted(ctx, tx, ev)
@@ -118,7 +116,7 @@ func orderData(o orders.Order) map[string]any {
 	}
 }
 
-func checkoutCompleted(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func checkoutCompleted(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	s, err := readSession(ev)
 	if err != nil {
 		return nil, err
@@ -138,7 +136,7 @@ func checkoutCompleted(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]web
 	return paidSteps(o), nil
 }
 
-func asyncPaymentSucceeded(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func asyncPaymentSucceeded(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	s, err := readSession(ev)
 	if err != nil {
 		return nil, err
@@ -150,7 +148,7 @@ func asyncPaymentSucceeded(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([
 	return paidSteps(o), nil
 }
 
-func asyncPaymentFailed(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func asyncPaymentFailed(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	s, err := readSession(ev)
 	if err != nil {
 		return nil, err
@@ -191,7 +189,7 @@ func readInvoice(ev webhooks.Event) (invoices.Invoice, int, error) {
 	}, in.AttemptCount, nil
 }
 
-func invoiceOpened(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func invoiceOpened(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	inv, _, err := readInvoice(ev)
 	if err != nil {
 		return nil, err
@@ -200,7 +198,7 @@ func invoiceOpened(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhook
 	return nil, err
 }
 
-func invoicePaid(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func invoicePaid(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	inv, _, err := readInvoice(ev)
 	if err != nil {
 		return nil, err
@@ -215,7 +213,7 @@ func invoicePaid(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.
 	}}}, nil
 }
 
-func invoicePaymentFailed(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func invoicePaymentFailed(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	inv, attempt, err := readInvoice(ev)
 	if err != nil {
 		return nil, err
@@ -243,7 +241,7 @@ type charge struct {
 	} `json:"billing_details"`
 }
 
-func chargeRefunded(ctx context.Context, tx pgx.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
+func chargeRefunded(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
 	var ch charge
 	if err := object(ev, &ch); err != nil {
 		return nil, err
