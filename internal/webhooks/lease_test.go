@@ -375,7 +375,9 @@ func TestFailingFulfillmentAPI(t *testing.T) {
 func TestPermanentFailureParks(t *testing.T) {
 	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
 	r.api.SetStatus(422)
-	want(t, r.deliver(t, "evt_bad"), 200)
+	if a := r.deliver(t, "evt_bad"); a.status != 200 || !strings.Contains(a.body, `"parked"`) {
+		t.Fatalf("delivery answered %d %s, want 200 with outcome parked", a.status, a.body)
+	}
 	if st := r.step(t, "evt_bad/fulfillment"); st.Status != "parked" || !strings.Contains(st.LastError, "422") {
 		t.Fatalf("step = %+v, want parked with the 422", st)
 	}

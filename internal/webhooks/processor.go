@@ -220,11 +220,24 @@ func (p *Processor) runSteps(ctx context.Context, leased []leasedStep, ok string
 		wg.Go(func() { errs[i] = p.runStep(ctx, ls) })
 	}
 	wg.Wait()
+	parked := false
+	for i, err := range errs {
+		if errors.Is(err, errStepParked) {
+			parked, errs[i] = true, nil
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Result{Outcome: OutcomeStepFailed, Err: err}
 	}
+	if parked {
+		return Result{Outcome: OutcomeParked}
+	}
 	return Result{Outcome: ok}
 }
+
+// errStepParked is runStep's answer for a step it parked: the delivery is
+// acknowledged (retrying cannot help) and reported as parked.
+var errStepParked = errors.New("step parked for an operator")
 
 // runStep performs one step whose lease this worker holds, then records the
 // result with a compare-and-set on the claim. No connection is held while
@@ -272,7 +285,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	case status == StatusParked:
 		log.Error("step parked for an operator", "error", stepErr, "permanent", perm)
 		p.metrics.stepOutcome(ls.Step.Name, "parked")
-		return nil
+		return errStepParked
 	}
 	log.Warn("step failed; lease given back", "error", stepErr)
 	p.metrics.stepOutcome(ls.Step.Name, "failed")

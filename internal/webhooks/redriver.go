@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -64,7 +65,7 @@ LIMIT $2`
 		p.metrics.LeaseReclaims.Inc()
 		sctx := reqlog.With(ctx, slog.Default().With("source", d.source, "event_key", d.eventKey, "redriver", true))
 		ran++
-		if err := p.runStep(sctx, ls); err != nil {
+		if err := p.runStep(sctx, ls); err != nil && !errors.Is(err, errStepParked) {
 			failed++
 		}
 	}
