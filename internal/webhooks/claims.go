@@ -81,35 +81,49 @@ type eventTx struct {
 }
 
 // beginClaim opens the event's transaction and claims the event in it.
-// claimed is false when the event was claimed before; the transaction is
-// then already closed.
-func beginClaim(ctx context.Context, pool *pgxpool.Pool, ev Event) (tx *eventTx, claimed bool, err error) {
+// BEGIN, the claim and a read of the event's claims travel to the server
+// together, so a new event pays no round trip for its transaction and a
+// copy of a known event learns its state from the same round trip. When
+// the event was claimed before, claimed is false, the transaction is closed,
+// and claims holds the event's claims as committed.
+func beginClaim(ctx context.Context, pool *pgxpool.Pool, ev Event) (tx *eventTx, claimed bool, claims eventClaims, err error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, false, fmt.Errorf("claim event %s: %w", ev.Key, err)
+		return nil, false, eventClaims{}, fmt.Errorf("claim event %s: %w", ev.Key, err)
 	}
 	tx = &eventTx{conn: conn}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
 	b.Queue(claimAndStoreSQL, ev.Key, ev.Source, ev.ID, ev.Type, ev.APIVersion, ev.Body)
+	b.Queue(readClaimsSQL, ev.Key)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
 	var key string
 	if err == nil {
 		err = br.QueryRow().Scan(&key)
+		claimed = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			err = nil
+		}
+	}
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = br.Query(); err == nil {
+			claims, err = scanEventClaims(rows)
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		tx.rollback()
-		return nil, false, nil
 	case err != nil:
 		tx.rollback()
-		return nil, false, fmt.Errorf("claim event %s: %w", ev.Key, err)
+		return nil, false, eventClaims{}, fmt.Errorf("claim event %s: %w", ev.Key, err)
+	case !claimed:
+		tx.rollback()
+		return nil, false, claims, nil
 	}
-	return tx, true, nil
+	return tx, true, eventClaims{}, nil
 }
 
 // commit queues the statements of b, then COMMIT, and sends them at once.
@@ -279,22 +293,21 @@ type storedStep struct {
 	Step   Step
 }
 
-func readEventClaims(ctx context.Context, q querier, eventKey string) (eventClaims, error) {
-	// Two index scans (the primary key, the parent index), not a bitmap OR.
-	rows, err := q.Query(ctx, `
+// readClaimsSQL reads an event's own claim and its steps' claims with two
+// index scans (the primary key, the parent index), not a bitmap OR.
+const readClaimsSQL = `
 SELECT event_key, kind, status, payload FROM processed_events WHERE event_key = $1
 UNION ALL
-SELECT event_key, kind, status, payload FROM processed_events WHERE parent_key = $1`, eventKey)
-	if err != nil {
-		return eventClaims{}, fmt.Errorf("read claims of %s: %w", eventKey, err)
-	}
+SELECT event_key, kind, status, payload FROM processed_events WHERE parent_key = $1`
+
+func scanEventClaims(rows pgx.Rows) (eventClaims, error) {
 	defer rows.Close()
 	var ec eventClaims
 	for rows.Next() {
 		var key, kind, status string
 		var payload []byte
 		if err := rows.Scan(&key, &kind, &status, &payload); err != nil {
-			return eventClaims{}, fmt.Errorf("read claims of %s: %w", eventKey, err)
+			return eventClaims{}, err
 		}
 		if kind == "event" {
 			ec.Found, ec.Status = true, status

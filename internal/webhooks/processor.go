@@ -71,17 +71,7 @@ func NewProcessor(pool *pgxpool.Pool, runner *StepRunner, metrics *Metrics, opts
 // run under one lease at a time.
 func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result {
 	log := reqlog.From(ctx)
-	// Most copies of an event arrive after it was processed: one indexed
-	// read in autocommit answers them, with no transaction at all.
-	claims, err := readEventClaims(ctx, p.pool, ev.Key)
-	if err != nil {
-		log.Error("event not processed", "error", err)
-		return Result{Outcome: OutcomeError, Err: err}
-	}
-	if claims.Found {
-		return p.resume(ctx, ev, claims)
-	}
-	leased, fresh, err := p.applyEvent(ctx, prov, ev)
+	leased, fresh, claims, err := p.applyEvent(ctx, prov, ev)
 	switch {
 	case errors.Is(err, ErrUnhandled):
 		log.Info("event type not handled; acknowledged")
@@ -99,21 +89,17 @@ func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result
 		}
 		return p.runSteps(ctx, leased, OutcomeProcessed)
 	}
-	// Another delivery claimed it between our read and our transaction.
-	claims, err = readEventClaims(ctx, p.pool, ev.Key)
-	if err != nil {
-		return Result{Outcome: OutcomeError, Err: err}
-	}
 	return p.resume(ctx, ev, claims)
 }
 
 // applyEvent runs the single-transaction pattern: the claim, the stored
 // body, the provider's writes and the steps' leases commit together or not
-// at all. fresh is false when the event had been claimed before.
-func (p *Processor) applyEvent(ctx context.Context, prov Provider, ev Event) (leased []leasedStep, fresh bool, err error) {
-	tx, claimed, err := beginClaim(ctx, p.pool, ev)
+// at all. fresh is false when the event had been claimed before; claims
+// then says what became of it.
+func (p *Processor) applyEvent(ctx context.Context, prov Provider, ev Event) (leased []leasedStep, fresh bool, claims eventClaims, err error) {
+	tx, claimed, claims, err := beginClaim(ctx, p.pool, ev)
 	if err != nil || !claimed {
-		return nil, false, err
+		return nil, false, claims, err
 	}
 	steps, applyErr := prov.Apply(ctx, tx.conn, ev)
 	b := &pgx.Batch{}
@@ -122,10 +108,10 @@ func (p *Processor) applyEvent(ctx context.Context, prov Provider, ev Event) (le
 		b.Queue(`UPDATE webhook_events SET outcome = $2 WHERE event_key = $1`, ev.Key, outcomeIgnored)
 	case errors.Is(applyErr, ErrUnprocessable):
 		tx.rollback()
-		return nil, true, p.park(ctx, ev, applyErr)
+		return nil, true, claims, p.park(ctx, ev, applyErr)
 	case applyErr != nil:
 		tx.rollback()
-		return nil, false, applyErr
+		return nil, false, claims, applyErr
 	}
 	for _, s := range steps {
 		if why := p.runner.Unavailable(s); why != "" {
@@ -136,17 +122,17 @@ func (p *Processor) applyEvent(ctx context.Context, prov Provider, ev Event) (le
 		ls, err := queueStepClaim(b, ev, s)
 		if err != nil {
 			tx.rollback()
-			return nil, false, err
+			return nil, false, claims, err
 		}
 		leased = append(leased, ls)
 	}
 	if err := tx.commit(ctx, b); err != nil {
-		return nil, false, fmt.Errorf("event %s: %w", ev.Key, err)
+		return nil, false, claims, fmt.Errorf("event %s: %w", ev.Key, err)
 	}
 	if errors.Is(applyErr, ErrUnhandled) {
-		return nil, true, applyErr
+		return nil, true, claims, applyErr
 	}
-	return leased, true, nil
+	return leased, true, claims, nil
 }
 
 // park keeps an event whose fields cannot be read, with its raw body and the

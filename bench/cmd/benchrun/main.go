@@ -681,32 +681,33 @@ const invoiceBody = `{
   "type": "invoice.created"
 }`
 
-// readClaimsSQL is the receiver's first statement for every delivery
-// (internal/webhooks claims.go readEventClaims), in autocommit.
-const readClaimsSQL = `SELECT event_key, kind, status, payload FROM processed_events WHERE event_key = %[1]s
+// claimSQL is the receiver's first round trip for every delivery
+// (internal/webhooks claims.go beginClaim): BEGIN, the claim with the
+// stored body riding on it, and a read of the event's claims. %[1]s is the
+// event key, %[2]s the body.
+const claimSQL = `BEGIN;
+WITH claim AS (
+    INSERT INTO processed_events (event_key, source, status, kind, completed_at)
+    VALUES (%[1]s, 'stripe', 'done', 'event', now())
+    ON CONFLICT (event_key) DO NOTHING
+    RETURNING event_key
+)
+INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome)
+SELECT event_key, 'stripe', %[1]s, 'invoice.created', NULLIF('2023-10-16', ''),
+       convert_to('%[2]s', 'UTF8'), 'processed' FROM claim
+ON CONFLICT (event_key) DO UPDATE SET outcome = EXCLUDED.outcome, error = NULL
+RETURNING event_key;
+SELECT event_key, kind, status, payload FROM processed_events WHERE event_key = %[1]s
 UNION ALL
 SELECT event_key, kind, status, payload FROM processed_events WHERE parent_key = %[1]s;
 `
 
 // invoiceScript is what the receiver sends for a new invoice.created event,
-// statement for statement (internal/webhooks claims.go readEventClaims,
-// beginClaim's BEGIN and claimAndStoreSQL, internal/invoices EnsurePending,
+// statement for statement (claimSQL, internal/invoices EnsurePending,
 // COMMIT), with the same parameters and the same stored body.
 func invoiceScript() string {
 	return `\set r random(1, 9000000000000000000)
-` + fmt.Sprintf(readClaimsSQL, `'evt_pgb' || :r`) + `BEGIN;
-WITH claim AS (
-    INSERT INTO processed_events (event_key, source, status, kind, completed_at)
-    VALUES ('evt_pgb' || :r, 'stripe', 'done', 'event', now())
-    ON CONFLICT (event_key) DO NOTHING
-    RETURNING event_key
-)
-INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome)
-SELECT event_key, 'stripe', 'evt_pgb' || :r, 'invoice.created', NULLIF('2023-10-16', ''),
-       convert_to('` + invoiceBody + `', 'UTF8'), 'processed' FROM claim
-ON CONFLICT (event_key) DO UPDATE SET outcome = EXCLUDED.outcome, error = NULL
-RETURNING event_key;
-INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
+` + fmt.Sprintf(claimSQL, `'evt_pgb' || :r`, invoiceBody) + `INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
 VALUES ('in_pgb' || :r, 'pending', 2000, 0, 'usd', NULLIF('payer@example.com', ''))
 ON CONFLICT (stripe_invoice_id) DO NOTHING;
 COMMIT;
@@ -714,10 +715,10 @@ COMMIT;
 }
 
 // replayScript is the receiver's duplicate check for an event already done
-// (internal/webhooks processor.go Process): one read of its claims.
+// (claimSQL, whose claim conflicts, then ROLLBACK).
 func replayScript(events int) string {
 	return fmt.Sprintf(`\set n random(1, %d)
-`, events) + fmt.Sprintf(readClaimsSQL, `'evt_rep' || :n`)
+`, events) + fmt.Sprintf(claimSQL, `'evt_rep' || :n`, invoiceBody) + "ROLLBACK;\n"
 }
 
 // --- helpers ---
