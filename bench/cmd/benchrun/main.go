@@ -33,6 +33,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -313,7 +314,60 @@ func (b *bench) phase5(ctx context.Context) error {
 		return err
 	}
 	b.rep.halfRate = r2
+	// The control: can the database itself commit the same transactions at
+	// that rate with a p99 under 25 ms on this machine?
+	if b.rep.pgbRateP99, err = b.pgbenchRateP99(ctx, "pgb", invoiceScript(), c, rate); err != nil {
+		return err
+	}
+	logf("  %-42s p99 %.1fms", fmt.Sprintf("5 pgbench: receiver's transaction at %.0f/s", rate), b.rep.pgbRateP99)
 	return nil
+}
+
+// pgbenchRateP99 runs script at a fixed rate for the measured window and
+// returns the p99 latency in milliseconds, counted from each transaction's
+// scheduled start as loadgen counts it (pgbench's time plus schedule lag,
+// from its per-transaction log).
+func (b *bench) pgbenchRateP99(ctx context.Context, dbname, script string, clients int, rate float64) (float64, error) {
+	path := filepath.Join(b.tmp, "rate-"+dbname+".sql")
+	if err := os.WriteFile(path, []byte(script), 0o644); err != nil {
+		return 0, err
+	}
+	prefix := filepath.Join(b.tmp, "ratelog")
+	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(runtime.NumCPU()),
+		"-R", strconv.FormatFloat(rate, 'f', 1, 64), "-T", strconv.Itoa(int(b.o.phase.Round(time.Second) / time.Second)),
+		"-l", "--log-prefix", prefix, "-f", path,
+		"-h", "127.0.0.1", "-p", strconv.Itoa(b.cluster.Port()), "-U", "postgres", dbname}
+	cmd := exec.CommandContext(ctx, b.pgbench, args...)
+	cmd.Dir = b.tmp
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return 0, fmt.Errorf("pgbench %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	logs, _ := filepath.Glob(prefix + ".*")
+	var lat []float64
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			return 0, err
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			f := strings.Fields(line)
+			if len(f) < 6 {
+				continue
+			}
+			us, _ := strconv.ParseFloat(f[2], 64)
+			if len(f) >= 7 {
+				lag, _ := strconv.ParseFloat(f[6], 64)
+				us += lag
+			}
+			lat = append(lat, us/1000)
+		}
+		_ = os.Remove(l)
+	}
+	if len(lat) == 0 {
+		return 0, errors.New("pgbench wrote no transaction log")
+	}
+	sort.Float64s(lat)
+	return lat[min(len(lat)-1, int(float64(len(lat))*0.99))], nil
 }
 
 func (b *bench) phase4(ctx context.Context) error {
