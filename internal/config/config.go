@@ -48,7 +48,7 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultRedriveInterval = 10 * time.Second
 	DefaultMaxStepAttempts = 10
-	DefaultShutdownTimeout = 25 * time.Second
+	DefaultShutdownTimeout = 45 * time.Second
 	// DefaultDBMaxConns: durable commits need concurrency to share their
 	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
 	DefaultDBMaxConns = 16
@@ -170,7 +170,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("MAIL_DIR", c.MailDir),
 		slog.String("MAIL_FROM", c.MailFrom),
 		slog.String("NOTIFY_EMAIL", c.NotifyEmail),
-		slog.String("FULFILLMENT_URL", c.FulfillmentURL),
+		slog.String("FULFILLMENT_URL", maskURL(c.FulfillmentURL)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.String("REDRIVE_INTERVAL", c.RedriveInterval.String()),
 		slog.Int("MAX_STEP_ATTEMPTS", c.MaxStepAttempts),
@@ -204,17 +204,28 @@ func maskList(secrets []string) string {
 	return strings.Join(out, ",")
 }
 
+// maskURL hides the password of a URL, in its user info or in a
+// password= or sslpassword= parameter (both of which pgx accepts).
 func maskURL(raw string) string {
 	u, err := url.Parse(raw)
-	if err != nil || u.User == nil {
-		if strings.Contains(raw, "password=") {
+	if err != nil || u.Scheme == "" {
+		if strings.Contains(raw, "password") {
 			return "(masked: contains a password)"
 		}
 		return raw
 	}
-	if _, ok := u.User.Password(); ok {
-		u.User = url.UserPassword(u.User.Username(), "****")
+	if u.User != nil {
+		if _, ok := u.User.Password(); ok {
+			u.User = url.UserPassword(u.User.Username(), "****")
+		}
 	}
+	q := u.Query()
+	for _, k := range []string{"password", "sslpassword"} {
+		if q.Has(k) {
+			q.Set(k, "****")
+		}
+	}
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 

@@ -79,6 +79,7 @@ func TestLoad(t *testing.T) {
 func TestLogValueMasksSecrets(t *testing.T) {
 	e := valid()
 	e["SMTP_USERNAME"], e["SMTP_PASSWORD"] = "mailer", "smtp-pass-123"
+	e["FULFILLMENT_URL"] = "https://shop:api-token-456@fulfil.example.com"
 	c, err := Load(env(e))
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +87,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	var b strings.Builder
 	slog.New(slog.NewJSONHandler(&b, nil)).Info("config", "config", c)
 	out := b.String()
-	for _, secret := range []string{"hunter2", "whsec_abc", "whsec_old", "github-secret", "smtp-pass-123"} {
+	for _, secret := range []string{"hunter2", "whsec_abc", "whsec_old", "github-secret", "smtp-pass-123", "api-token-456"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("log line contains secret %q: %s", secret, out)
 		}
@@ -95,5 +96,21 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		if !strings.Contains(out, shown) {
 			t.Errorf("log line lacks %q: %s", shown, out)
 		}
+	}
+}
+
+func TestMaskURL(t *testing.T) {
+	for _, c := range []struct{ in, secret string }{
+		{"postgres://app:s3cret@db/receiver", "s3cret"},
+		{"postgres://app@db/receiver?password=s3cret&sslmode=require", "s3cret"},
+		{"postgres://db/receiver?sslpassword=s3cret", "s3cret"},
+		{"host=db user=app password=s3cret", "s3cret"},
+	} {
+		if out := maskURL(c.in); strings.Contains(out, c.secret) {
+			t.Errorf("maskURL(%q) = %q, shows the password", c.in, out)
+		}
+	}
+	if out := maskURL("postgres://app@db:5432/receiver?sslmode=disable"); out != "postgres://app@db:5432/receiver?sslmode=disable" {
+		t.Errorf("a URL without a password changed: %q", out)
 	}
 }

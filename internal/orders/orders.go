@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -82,10 +83,38 @@ func orderArgs(o Order) []any {
 		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan}
 }
 
+// lockKeys serialises, until the transaction ends, the writers of one order
+// (its business key) and of the refunds of one payment intent. Under READ
+// COMMITTED two transactions could otherwise each miss the other's
+// uncommitted row: a refund that finds no order yet while that order is
+// being inserted paid, or two copies of one purchase that both insert. The
+// locks are taken in key order, so writers never deadlock on them.
+func lockKeys(ctx context.Context, q Querier, keys ...string) error {
+	var ks []string
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ":") {
+			ks = append(ks, k)
+		}
+	}
+	_, err := q.Exec(ctx, `
+SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k ORDER BY k`, ks)
+	if err != nil {
+		return fmt.Errorf("lock %v: %w", ks, err)
+	}
+	return nil
+}
+
+func (o Order) lockKeys() []string {
+	return []string{"order:" + o.Source + ":" + o.ExternalID, "payment_intent:" + o.PaymentIntentID}
+}
+
 // Create inserts o unless an order already exists for its event or its
 // business key. It reports whether this call created it, and returns the
 // order as stored either way.
 func Create(ctx context.Context, q Querier, o Order) (Order, bool, error) {
+	if err := lockKeys(ctx, q, o.lockKeys()...); err != nil {
+		return Order{}, false, err
+	}
 	created, err := scanOrder(q.QueryRow(ctx, insertSQL+`ON CONFLICT DO NOTHING RETURNING `+orderColumns,
 		orderArgs(o)...))
 	if err == nil {
@@ -119,6 +148,9 @@ ON CONFLICT (source, external_id) DO UPDATE
         updated_at = now()
     WHERE orders.status = ANY ($10)
 RETURNING ` + orderColumns
+	if err := lockKeys(ctx, q, o.lockKeys()...); err != nil {
+		return Order{}, false, err
+	}
 	changed, err := scanOrder(q.QueryRow(ctx, sql, append(orderArgs(o), from)...))
 	if err == nil {
 		return changed, true, nil
@@ -191,6 +223,9 @@ type Refund struct {
 // of its payment intent to refunded. It reports whether the refund was new
 // and the orders that this call moved.
 func ApplyRefund(ctx context.Context, q Querier, r Refund) (bool, []Order, error) {
+	if err := lockKeys(ctx, q, "payment_intent:"+r.PaymentIntentID); err != nil {
+		return false, nil, err
+	}
 	tag, err := q.Exec(ctx, `
 INSERT INTO refunds (provider_event_id, payment_intent_id, charge_id, amount_refunded, currency)
 VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,

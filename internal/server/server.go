@@ -55,18 +55,6 @@ func allProviders(cfg config.Config) []provider {
 	}
 }
 
-// Providers returns the providers whose routes are mounted: those with a
-// secret.
-func Providers(cfg config.Config) []webhooks.Provider {
-	var ps []webhooks.Provider
-	for _, p := range allProviders(cfg) {
-		if p.mounted {
-			ps = append(ps, p.Provider)
-		}
-	}
-	return ps
-}
-
 // ProvidersBySource returns every provider by source name, mounted or not:
 // a stored event is replayed by its provider even when its route is off.
 func ProvidersBySource(cfg config.Config) map[string]webhooks.Provider {
@@ -93,7 +81,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	s.registry.MustRegister(newClaimCollector(pool, cfg.LeaseDuration))
 
 	s.proc = NewProcessor(cfg, pool, s.metrics)
-	s.echo = s.router(Providers(cfg))
+	s.echo = s.router(allProviders(cfg))
 	s.http = &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           s.echo,
@@ -101,9 +89,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		// A webhook body is at most MAX_BODY_BYTES; a sender slower than
 		// this is cut off rather than holding a connection.
 		ReadTimeout: 15 * time.Second,
-		// Long enough for the event's transaction and two steps, each
-		// bounded by webhooks.StepTimeout.
-		WriteTimeout: 2*webhooks.StepTimeout(cfg.LeaseDuration) + 30*time.Second,
+		// Long enough for a delivery's whole processing.
+		WriteTimeout: s.proc.DeliveryTimeout() + 15*time.Second,
 		IdleTimeout:  60 * time.Second,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

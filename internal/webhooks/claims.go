@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -127,23 +128,47 @@ func beginClaim(ctx context.Context, pool *pgxpool.Pool, ev Event) (tx *eventTx,
 }
 
 // commit queues the statements of b, then COMMIT, and sends them at once.
+// A connection left inside a transaction is closed on release, which rolls
+// the transaction back, so every failure here leaves nothing behind.
 func (t *eventTx) commit(ctx context.Context, b *pgx.Batch) error {
-	defer t.conn.Release()
+	defer t.release()
 	b.Queue("COMMIT")
-	if err := t.conn.SendBatch(ctx, b).Close(); err != nil {
-		// A connection left inside a transaction is closed on release,
-		// which rolls the transaction back.
+	br := t.conn.SendBatch(ctx, b)
+	var tag pgconn.CommandTag
+	var err error
+	for range b.Len() {
+		if tag, err = br.Exec(); err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	switch {
+	case err != nil:
 		return fmt.Errorf("commit: %w", err)
+	case tag.String() != "COMMIT":
+		// PostgreSQL answers COMMIT of an aborted transaction with ROLLBACK.
+		return fmt.Errorf("commit: transaction rolled back (%s)", tag)
 	}
 	return nil
 }
 
-// rollback ends the transaction without its writes.
+// rollback ends the transaction without its writes. It does nothing once
+// the transaction has ended.
 func (t *eventTx) rollback() {
+	if t.conn == nil {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, _ = t.conn.Exec(ctx, "ROLLBACK")
+	t.release()
+}
+
+func (t *eventTx) release() {
 	t.conn.Release()
+	t.conn = nil
 }
 
 // storeEvent keeps the verified raw body, once per event.

@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -79,7 +80,12 @@ func (h *Handler) Route(prov Provider) echo.HandlerFunc {
 			log.Debug("event in another API version", "api_version", ev.APIVersion, "expected", v.APIVersion())
 		}
 
-		res := h.proc.Process(ctx, prov, ev)
+		// A verified event is processed to the end even if the sender hangs
+		// up (GitHub gives up after 10 s and never redelivers): a claim cut
+		// off half-way would only be rolled back and lost with it.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.proc.DeliveryTimeout())
+		defer cancel()
+		res := h.proc.Process(pctx, prov, ev)
 		h.metrics.Deliveries.WithLabelValues(source, ev.Type, res.Outcome).Inc()
 		body2 := response{Outcome: res.Outcome, Event: ev.ID}
 		switch res.Outcome {

@@ -452,3 +452,92 @@ func TestDeterministicKeys(t *testing.T) {
 		t.Error("different steps share a key")
 	}
 }
+
+// TestStepPlannedElsewhereCannotRunHere: a step taken over by a process
+// that cannot run it (no fulfillment API configured, as on a replica during
+// a rolling deploy) is given back, not crashed on, and a process that can
+// run it finishes it.
+func TestStepPlannedElsewhereCannotRunHere(t *testing.T) {
+	opts := webhooks.Options{Lease: 2 * time.Second, Backoff: 50 * time.Millisecond}
+	r := newRig(t, opts)
+	r.crashAfterCommit(t, "evt_moved")
+	r.waitLeaseExpired(t, "evt_moved")
+
+	bare := webhooks.NewProcessor(r.pool, &webhooks.StepRunner{
+		Mail: mail.SMTPSender{Addr: r.smtp.Addr()}, MailFrom: "shop@example.test", MailDomain: "example.test",
+	}, webhooks.NewMetrics(prometheus.NewRegistry()), opts)
+	ran, failed, err := bare.RedriveOnce(context.Background(), 10)
+	if err != nil || ran != 2 || failed != 1 {
+		t.Fatalf("redriver without a fulfillment API: ran %d failed %d err %v, want 2 and 1", ran, failed, err)
+	}
+	st := r.step(t, "evt_moved/fulfillment")
+	if st.Status != "in_progress" || !st.GivenBack || !strings.Contains(st.LastError, "FULFILLMENT_URL") {
+		t.Fatalf("fulfillment step = %+v, want given back with the reason", st)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for r.step(t, "evt_moved/fulfillment").Status != "done" {
+		if time.Now().After(deadline) {
+			t.Fatal("the configured process never finished the step")
+		}
+		if _, _, err := r.proc.RedriveOnce(context.Background(), 10); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := len(r.api.Requests()); n != 1 {
+		t.Errorf("fulfillment calls = %d, want 1", n)
+	}
+}
+
+// TestSenderHangsUp: a verified event is processed to the end even when the
+// sender disconnects while its transaction waits (GitHub gives up after
+// 10 s and never redelivers).
+func TestSenderHangsUp(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	ctx := context.Background()
+	lock, err := r.pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Rollback(ctx)
+	if _, err := lock.Exec(ctx, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	cctx, hangUp := context.WithCancel(ctx)
+	req, _ := http.NewRequestWithContext(cctx, http.MethodPost, r.url, strings.NewReader(`{"id":"evt_gone"}`))
+	req.Header.Set("X-Test-Signature", "valid")
+	sent := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			res.Body.Close()
+		}
+		sent <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		_ = r.pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting)
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the delivery never waited on the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	hangUp()
+	if err := <-sent; err == nil {
+		t.Fatal("the client did not hang up")
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for r.orders(t) != 1 || len(r.api.Requests()) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the sender hung up: %d orders, %d fulfillment calls, want 1 and 1", r.orders(t), len(r.api.Requests()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -101,6 +101,12 @@ func (p *Processor) applyEvent(ctx context.Context, prov Provider, ev Event) (le
 	if err != nil || !claimed {
 		return nil, false, claims, err
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			tx.rollback() // never leave a connection checked out inside the claim
+			panic(r)
+		}
+	}()
 	steps, applyErr := prov.Apply(ctx, tx.conn, ev)
 	b := &pgx.Batch{}
 	switch {
@@ -166,6 +172,9 @@ func (p *Processor) resume(ctx context.Context, ev Event, claims eventClaims) Re
 		}
 		ls, ok, st, err := claimStep(ctx, p.pool, ev.Source, ev.Key, ss.Step, p.opts.Lease)
 		if err != nil {
+			// Leases already taken are not stranded: they run, and the
+			// delivery still fails so that the sender retries the rest.
+			p.runSteps(ctx, leased, OutcomeDuplicate)
 			return Result{Outcome: OutcomeError, Err: err}
 		}
 		if ok {
@@ -235,7 +244,15 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	bg := context.WithoutCancel(ctx)
 	sctx, cancel := context.WithTimeout(bg, StepTimeout(p.opts.Lease))
 	start := time.Now()
-	stepErr := p.runner.Run(sctx, ls.Key, ls.Step)
+	var stepErr error
+	if why := p.runner.Unavailable(ls.Step); why != "" {
+		// Planned by a process configured otherwise (a replica during a
+		// rolling deploy, an operator's replay): give it back for one that
+		// can run it, or park it once the attempts are spent.
+		stepErr = fmt.Errorf("step cannot run in this process: %s", why)
+	} else {
+		stepErr = p.runner.Run(sctx, ls.Key, ls.Step)
+	}
 	cancel()
 
 	dbctx, cancel := context.WithTimeout(bg, 10*time.Second)

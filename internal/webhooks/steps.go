@@ -57,6 +57,9 @@ func permanent(err error) bool {
 // Idempotency-Key derive from key alone, so every attempt of the step sends
 // the same ones and every other step or event different ones.
 func (r *StepRunner) Run(ctx context.Context, key string, s Step) error {
+	if why := r.Unavailable(s); why != "" {
+		return fmt.Errorf("step %s cannot run: %s", key, why)
+	}
 	switch {
 	case s.Email != nil:
 		subject, text, html, err := mail.Render(s.Email.Template, s.Email.Data)
@@ -83,4 +86,11 @@ func (r *StepRunner) Run(ctx context.Context, key string, s Step) error {
 // is never mistaken for a dead one.
 func StepTimeout(lease time.Duration) time.Duration {
 	return min(lease/4, 30*time.Second)
+}
+
+// DeliveryTimeout bounds the processing of one delivery once verified: the
+// event's transaction and its steps, which run side by side, each within
+// StepTimeout.
+func (p *Processor) DeliveryTimeout() time.Duration {
+	return StepTimeout(p.opts.Lease) + 30*time.Second
 }

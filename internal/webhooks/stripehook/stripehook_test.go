@@ -531,3 +531,36 @@ func TestSharedSamples(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundRacingOrder: a refund and the checkout of its payment intent,
+// delivered at the same moment, always leave the order refunded and never
+// fulfilled, whichever transaction commits first.
+func TestRefundRacingOrder(t *testing.T) {
+	r := rt.New(t)
+	const pairs = 20
+	var wg sync.WaitGroup
+	for i := range pairs {
+		suffix := fmt.Sprintf("_race%02d", i)
+		checkout := rt.Fixture(t, "checkout.session.completed.paid.json",
+			"evt_test_checkout_paid", "evt_co"+suffix, "cs_test_paid", "cs"+suffix, "pi_test_paid", "pi"+suffix)
+		refund := rt.Fixture(t, "charge.refunded.json",
+			"evt_test_charge_refunded", "evt_re"+suffix, "ch_test_1", "ch"+suffix, "pi_test_paid", "pi"+suffix)
+		for _, body := range [][]byte{checkout, refund} {
+			wg.Go(func() {
+				if res := r.PostStripe(t, body); res.Status != 200 {
+					t.Errorf("status %d: %s", res.Status, res.Body)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE status = 'refunded'`); n != pairs {
+		t.Errorf("refunded orders = %d of %d", n, pairs)
+	}
+	// A fulfillment may only have been called for an order paid before its
+	// refund arrived; it is then refunded, and its confirmation was true at
+	// the time. What must never happen is a paid order left behind.
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE status = 'paid'`); n != 0 {
+		t.Errorf("%d orders left paid after their refund", n)
+	}
+}
