@@ -9,13 +9,17 @@
 // event id, or GitHub's hook id with the delivery GUID. A request that fails
 // verification is answered 400 and nothing is written.
 //
-// The Processor then runs the single-transaction pattern. In one
-// transaction it claims the event (INSERT INTO processed_events … ON
-// CONFLICT (event_key) DO NOTHING RETURNING), lets the provider write its
-// orders and invoices, stores the raw body in webhook_events, and inserts a
+// The Processor then runs the single-transaction pattern, on a context the
+// sender cannot cancel by hanging up. In one transaction it claims the event
+// (INSERT INTO processed_events … ON CONFLICT (event_key) DO NOTHING
+// RETURNING) and stores the raw body in webhook_events with the same
+// statement, lets the provider write its orders and invoices, and inserts a
 // claim row for every step that leaves the database, already leased to
 // itself. All of it commits, or none of it: a crash before the commit leaves
-// no key, and the next retry claims cleanly.
+// no key, and the next retry claims cleanly. BEGIN travels to the server
+// with the claim and a read of the event's claims, and COMMIT with the
+// steps' leases, so the transaction costs no round trip of its own; a copy
+// of an event already claimed learns what became of it from that read.
 //
 // After the commit, with no transaction open and no connection held, the
 // processor runs each step (an email, the fulfillment call) and records the
