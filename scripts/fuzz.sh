@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 fuzztime=${FUZZTIME:-20s}
 status=0
 while IFS=: read -r file _ line; do
-  pkg=./$(dirname "$file")
+  pkg=$(dirname "$file")
   name=$(sed -E 's/^func (Fuzz[A-Za-z0-9_]*).*/\1/' <<<"$line")
   echo "== $pkg $name ($fuzztime)"
   go test -run '^$' -fuzz "^${name}\$" -fuzztime "$fuzztime" "$pkg" || status=1
