@@ -21,15 +21,15 @@ type report struct {
 	runs    []measured
 	pgbench []pgbenchResult
 
-	recvNew, snippet, recvDefaultPool, recvReplay measured
-	steps, conc256, halfRate, grown               measured
-	pgbRateP99                                    float64 // ms, pgbench at the same fixed rate
-	pgbNew, pgbReplay                             pgbenchResult
-	stepsCalls, stepsMails, stepsConns            int64
-	loadTime, vacuumTime                          time.Duration
-	grownRows, baseRows                           int64
-	grownBase                                     measured
-	grownIndex                                    string
+	recvNew, snippet, recvReplay       measured
+	steps, conc256, halfRate, grown    measured
+	pgbRateP99                         float64 // ms, pgbench at the same fixed rate
+	pgbNew, pgbReplay                  pgbenchResult
+	stepsCalls, stepsMails, stepsConns int64
+	loadTime, vacuumTime               time.Duration
+	grownRows, baseRows                int64
+	grownBase                          measured
+	grownIndex                         string
 }
 
 func newReport(o options) *report { return &report{o: o, started: time.Now()} }
@@ -157,9 +157,9 @@ func (r *report) render() string {
 		p("| %s (%d clients) | %.1f | avg %.1f | | | | | |\n", pb.name, pb.clients, pb.tps, pb.latency)
 	}
 	p("\nPhases 1, 2 and 4 run at concurrency %d: loadgen's workers, pgbench's clients (`-M prepared`, as pgx\n", r.o.concurrency)
-	p("prepares its statements), and the pool of the receiver and of the snippet (DB_MAX_CONNS=%d). The row\n", r.o.concurrency)
-	p("\"default pool\" is the same load against a receiver with DB_MAX_CONNS unset (pgxpool's default:\n")
-	p("max(4, GOMAXPROCS) = %d connections here). Phase 3's fulfillment API is an in-process HTTP server\n", max(4, runtime.NumCPU()))
+	p("prepares its statements), and the pool of the receiver and of the snippet (DB_MAX_CONNS=%d). Phase 1\n", r.o.concurrency)
+	p("runs receiver, pgbench and snippet twice, interleaved, and its targets use the mean of both rounds.\n")
+	p("Phase 3's fulfillment API is an in-process HTTP server\n")
 	p("answering 201 after 200 ms, and mail goes to an in-process SMTP sink; it received %d fulfillment\n", r.stepsCalls)
 	p("calls over %d TCP connections and %d messages over the warm-up and the measured window. Phase 5b runs\n", r.stepsConns, r.stepsMails)
 	p("loadgen at a fixed")
