@@ -167,8 +167,12 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  KEY\tSTATUS\tATTEMPTS\tCLAIMED\tCOMPLETED\tNEXT ATTEMPT\tLAST ERROR")
 	for _, c := range d.Claims {
+		next := "-" // only a step waiting for a retry has a next attempt
+		if c.Status == webhooks.StatusInProgress {
+			next = ts(c.NextAttemptAt, "-")
+		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.Key, c.Status, c.Attempts, ts(c.ClaimedAt, "given back"),
-			ts(c.CompletedAt, "-"), ts(c.NextAttemptAt, "-"), oneLine(c.LastError))
+			ts(c.CompletedAt, "-"), next, oneLine(c.LastError))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
