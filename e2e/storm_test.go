@@ -45,27 +45,7 @@ func TestKillStorm(t *testing.T) {
 	t.Logf("shuffle and kill timings seeded with %d", seed)
 
 	w := newWorld(t)
-	// The fulfillment API answers after a few milliseconds, as a real one
-	// does, so that kills land inside that step too.
-	target, _ := url.Parse(w.API.URL())
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	proxy.ErrorHandler = func(rw http.ResponseWriter, _ *http.Request, _ error) {
-		rw.WriteHeader(http.StatusBadGateway) // the caller is usually gone: killed
-	}
-	var delayMu sync.Mutex
-	delayRng := rand.New(rand.NewPCG(seed, 2))
-	slowAPI := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		delayMu.Lock()
-		d := time.Duration(5+delayRng.IntN(30)) * time.Millisecond
-		delayMu.Unlock()
-		select {
-		case <-time.After(d): // the API's latency
-		case <-r.Context().Done():
-			return
-		}
-		proxy.ServeHTTP(rw, r)
-	}))
-	t.Cleanup(slowAPI.Close)
+	slowAPI := slowFulfillmentAPI(t, w, seed)
 
 	// The events, and what each must lead to.
 	var events []delivery
@@ -289,4 +269,30 @@ WHERE kind = 'step' AND status = 'in_progress' AND claimed_at > '-infinity'`)
 		attempts.Load(), attempts.Load()-int64(len(deliveries)), connErrs.Load(), status503.Load(), status5x.Load())
 	t.Logf("storm: %d emails for %d email steps (%d duplicates by Message-ID); %d fulfillment calls for %d keys (%d duplicates by Idempotency-Key); duplicates %d <= interrupted attempts %d <= kills x concurrency",
 		sentMails, len(mails), dupMails, sentCalls, len(calls), dupCalls, dupMails+dupCalls, len(interrupted))
+}
+
+// slowFulfillmentAPI puts 5 to 35 ms of latency in front of the world's
+// fulfillment API, as a real one has, so that kills land inside that step
+// too.
+func slowFulfillmentAPI(t *testing.T, w *world, seed uint64) *httptest.Server {
+	target, _ := url.Parse(w.API.URL())
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ErrorHandler = func(rw http.ResponseWriter, _ *http.Request, _ error) {
+		rw.WriteHeader(http.StatusBadGateway) // the caller is usually gone: killed
+	}
+	var mu sync.Mutex
+	rng := rand.New(rand.NewPCG(seed, 2))
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		d := time.Duration(5+rng.IntN(30)) * time.Millisecond
+		mu.Unlock()
+		select {
+		case <-time.After(d): // the API's latency
+		case <-r.Context().Done():
+			return
+		}
+		proxy.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }
