@@ -8,7 +8,6 @@ package invoices
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -20,9 +19,6 @@ const (
 	StatusPending = "pending"
 	StatusPaid    = "paid"
 )
-
-// ErrNotFound is returned when no invoice matches.
-var ErrNotFound = errors.New("invoice not found")
 
 // Querier is what the functions here need of a connection or transaction.
 type Querier interface {
@@ -90,17 +86,4 @@ VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, eventID, inv.StripeInvoiceID, a
 		return false, fmt.Errorf("record failed payment of invoice %s: %w", inv.StripeInvoiceID, err)
 	}
 	return tag.RowsAffected() == 1, nil
-}
-
-// ByStripeID returns the invoice, or ErrNotFound.
-func ByStripeID(ctx context.Context, q Querier, id string) (Invoice, error) {
-	var inv Invoice
-	err := q.QueryRow(ctx, `
-SELECT stripe_invoice_id, status, amount_due, amount_paid, currency, coalesce(customer_email, '')
-FROM invoices WHERE stripe_invoice_id = $1`, id).
-		Scan(&inv.StripeInvoiceID, &inv.Status, &inv.AmountDue, &inv.AmountPaid, &inv.Currency, &inv.CustomerEmail)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Invoice{}, ErrNotFound
-	}
-	return inv, err
 }

@@ -116,9 +116,6 @@ func NewProcessor(cfg config.Config, pool *pgxpool.Pool, metrics *webhooks.Metri
 	})
 }
 
-// Processor exposes the processor, for the operator commands.
-func (s *Server) Processor() *webhooks.Processor { return s.proc }
-
 // Handler is the HTTP handler, for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.echo }
 

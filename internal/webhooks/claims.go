@@ -70,7 +70,7 @@ WITH claim AS (
     RETURNING event_key
 )
 INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome)
-SELECT event_key, $2, $3, $4, NULLIF($5, ''), $6, 'processed' FROM claim
+SELECT event_key, $2, $3, $4, NULLIF($5, ''), $6, $7 FROM claim
 ON CONFLICT (event_key) DO UPDATE SET outcome = EXCLUDED.outcome, error = NULL
 RETURNING event_key`
 
@@ -95,7 +95,7 @@ func beginClaim(ctx context.Context, pool *pgxpool.Pool, ev Event) (tx *eventTx,
 	tx = &eventTx{conn: conn}
 	b := &pgx.Batch{}
 	b.Queue("BEGIN")
-	b.Queue(claimAndStoreSQL, ev.Key, ev.Source, ev.ID, ev.Type, ev.APIVersion, ev.Body)
+	b.Queue(claimAndStoreSQL, ev.Key, ev.Source, ev.ID, ev.Type, ev.APIVersion, ev.Body, outcomeProcessed)
 	b.Queue(readClaimsSQL, ev.Key)
 	br := conn.SendBatch(ctx, b)
 	_, err = br.Exec()
@@ -307,7 +307,6 @@ RETURNING status`, ls.Key, ls.Token, cause.Error(), backoff.Milliseconds(), maxA
 
 // eventClaims reads an event's own claim and its steps' claims.
 type eventClaims struct {
-	Found  bool   // the event has a claim
 	Status string // the event's own claim status
 	Steps  []storedStep
 }
@@ -335,7 +334,7 @@ func scanEventClaims(rows pgx.Rows) (eventClaims, error) {
 			return eventClaims{}, err
 		}
 		if kind == "event" {
-			ec.Found, ec.Status = true, status
+			ec.Status = status
 			continue
 		}
 		ss := storedStep{Key: key, Status: status}
