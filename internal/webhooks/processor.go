@@ -244,15 +244,10 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	bg := context.WithoutCancel(ctx)
 	sctx, cancel := context.WithTimeout(bg, StepTimeout(p.opts.Lease))
 	start := time.Now()
-	var stepErr error
-	if why := p.runner.Unavailable(ls.Step); why != "" {
-		// Planned by a process configured otherwise (a replica during a
-		// rolling deploy, an operator's replay): give it back for one that
-		// can run it, or park it once the attempts are spent.
-		stepErr = fmt.Errorf("step cannot run in this process: %s", why)
-	} else {
-		stepErr = p.runner.Run(sctx, ls.Key, ls.Step)
-	}
+	// A step this process cannot run (planned by one configured otherwise)
+	// fails in Run like any other attempt: its lease is given back for a
+	// process that can, or it is parked once the attempts are spent.
+	stepErr := p.runner.Run(sctx, ls.Key, ls.Step)
 	cancel()
 
 	dbctx, cancel := context.WithTimeout(bg, 10*time.Second)

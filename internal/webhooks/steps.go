@@ -58,7 +58,7 @@ func permanent(err error) bool {
 // the same ones and every other step or event different ones.
 func (r *StepRunner) Run(ctx context.Context, key string, s Step) error {
 	if why := r.Unavailable(s); why != "" {
-		return fmt.Errorf("step %s cannot run: %s", key, why)
+		return fmt.Errorf("step %s cannot run in this process: %s", key, why)
 	}
 	switch {
 	case s.Email != nil:
