@@ -172,21 +172,8 @@ type starter func(t *testing.T, name string, env map[string]string) *proc
 func killDuringOrderWrite(t *testing.T, w *world, d delivery, start starter, env map[string]string) *proc {
 	t.Helper()
 	p := start(t, "first", env)
-
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, w.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	release := lockOrders(t, w)
 
 	first := make(chan error, 1)
 	go func() {
@@ -197,18 +184,12 @@ func killDuringOrderWrite(t *testing.T, w *world, d delivery, start starter, env
 		}
 		first <- errOrStatus(err, res)
 	}()
-	waitFor(t, 30*time.Second, "the order write to wait for the orders lock", func() bool {
-		return count(t, w.DB, `
-SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO orders%'`) > 0
-	})
+	waitOrderWriteBlocked(t, w, 0)
 	p.Kill()
 	if err := <-first; err == nil {
 		t.Fatalf("the delivery in flight was answered 2xx by a killed process")
 	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	release()
 
 	if _, err := post(ctx, p.URL, d); !isConnRefused(err) {
 		t.Fatalf("replay to the dead process: %v, want connection refused", err)

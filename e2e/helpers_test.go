@@ -25,6 +25,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
@@ -630,3 +631,45 @@ type urlBox struct{ v atomic.Pointer[string] }
 
 func (b *urlBox) Set(u string) { b.v.Store(&u) }
 func (b *urlBox) Get() string  { return *b.v.Load() }
+
+// lockOrders holds the orders table in an open transaction of the test's
+// own, so that a receiver's order write blocks inside its transaction, and
+// returns the function that lets it go (also called at cleanup).
+func lockOrders(t *testing.T, w *world) (release func()) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, w.DBURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			if err := tx.Rollback(ctx); err != nil {
+				t.Errorf("release the orders lock: %v", err)
+			}
+			conn.Close(ctx)
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// waitOrderWriteBlocked waits until a receiver's order write has waited on
+// the orders lock for at least minWait, inside its transaction.
+func waitOrderWriteBlocked(t *testing.T, w *world, minWait time.Duration) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("an order write to wait on the orders lock for %v", minWait), func() bool {
+		return count(t, w.DB, `
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO orders%'
+  AND xact_start <= now() - $1 * interval '1 millisecond'`, minWait.Milliseconds()) > 0
+	})
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // TestSlowEventTransactionStepsRunOnce: an event whose transaction is slow
@@ -31,19 +29,7 @@ func TestSlowEventTransactionStepsRunOnce(t *testing.T) {
 	release := w.API.Hold()
 	defer release()
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, w.DBURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx)
-	if _, err := tx.Exec(ctx, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	unlock := lockOrders(t, w)
 
 	done := make(chan response, 1)
 	go func() {
@@ -54,15 +40,8 @@ func TestSlowEventTransactionStepsRunOnce(t *testing.T) {
 		done <- res
 	}()
 	// The event's transaction waits on the lock for longer than the lease.
-	waitFor(t, 30*time.Second, "the event's transaction to have waited longer than the lease", func() bool {
-		return count(t, w.DB, `
-SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND query ILIKE '%INSERT INTO orders%'
-  AND xact_start < now() - $1 * interval '1 millisecond'`, (lease+500*time.Millisecond).Milliseconds()) > 0
-	})
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
+	waitOrderWriteBlocked(t, w, lease+500*time.Millisecond)
+	unlock()
 
 	// The worker commits and runs its steps; its fulfillment call is held.
 	// Watch, for most of the step timeout (lease/4) but less, whether
