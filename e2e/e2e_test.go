@@ -104,7 +104,7 @@ func TestSeedKillBetweenClaimAndCommit(t *testing.T) {
 		t.Run("Baseline", func(t *testing.T) {
 			w := newWorld(t)
 			d := checkout(2, "seedext")
-			p := killDuringFulfillment(t, w, d, startBaseline, w.env())
+			p := killDuringFulfillment(t, w, d, startBaseline, w.env(), nil)
 			mustPost(t, p.URL, d, 200)
 			if n := len(w.API.Requests()); n != 1 {
 				t.Fatalf("baseline: %d fulfillment calls; the copied snippet was expected to lose this event after its first, abandoned, call", n)
@@ -114,8 +114,16 @@ func TestSeedKillBetweenClaimAndCommit(t *testing.T) {
 		t.Run("Receiver", func(t *testing.T) {
 			w := newWorld(t)
 			d := checkout(2, "seedext")
-			p := killDuringFulfillment(t, w, d, startReceiver, w.env("LEASE_DURATION", lease.String()))
 			stepKey := d.StepKey(stepFulfillment)
+			// The steps run concurrently: the kill waits for the email to
+			// be done, so that it lands inside the fulfillment call alone.
+			emailDone := func() {
+				waitFor(t, 30*time.Second, "confirmation email done", func() bool {
+					return count(t, w.DB, `SELECT count(*) FROM processed_events WHERE event_key = $1 AND status = 'done'`,
+						d.StepKey(stepConfirmation)) == 1
+				})
+			}
+			p := killDuringFulfillment(t, w, d, startReceiver, w.env("LEASE_DURATION", lease.String()), emailDone)
 
 			// Within the lease, the dead worker's claim still stands: the
 			// replay must not be answered 200 (that would be a lie if the
@@ -200,9 +208,10 @@ func killDuringOrderWrite(t *testing.T, w *world, d delivery, start starter, env
 }
 
 // killDuringFulfillment delivers d while the fulfillment API holds every
-// call, SIGKILLs the receiver while its call is held, releases the API,
+// call, runs beforeKill (if not nil) once the call is held, SIGKILLs the
+// receiver while its call is still held, releases the API,
 // checks that a replay finds nobody listening, and restarts.
-func killDuringFulfillment(t *testing.T, w *world, d delivery, start starter, env map[string]string) *proc {
+func killDuringFulfillment(t *testing.T, w *world, d delivery, start starter, env map[string]string, beforeKill func()) *proc {
 	t.Helper()
 	p := start(t, "first", env)
 	release := w.API.Hold()
@@ -217,6 +226,9 @@ func killDuringFulfillment(t *testing.T, w *world, d delivery, start starter, en
 		first <- errOrStatus(err, res)
 	}()
 	w.API.WaitHeld(t, 1, 30*time.Second)
+	if beforeKill != nil {
+		beforeKill()
+	}
 	p.Kill()
 	if err := <-first; err == nil {
 		t.Fatalf("the delivery in flight was answered 2xx by a killed process")

@@ -379,7 +379,12 @@ func (p *proc) dumpLog(n int) {
 		p.t.Logf("%s: … %d earlier lines not shown", p.name, len(lines)-n)
 		lines = lines[len(lines)-n:]
 	}
-	p.t.Logf("%s output:\n%s", p.name, strings.Join(lines, "\n"))
+	// One line per call: each carries the file:line prefix that
+	// scripts/test.sh keeps when it filters the log.
+	p.t.Logf("%s output (%d lines):", p.name, len(lines))
+	for _, l := range lines {
+		p.t.Logf("%s| %s", p.name, l)
+	}
 }
 
 // waitReady polls GET /readyz until it answers 200.
@@ -534,6 +539,26 @@ var (
 // post sends one attempt of d to baseURL.
 func post(ctx context.Context, baseURL string, d delivery) (response, error) {
 	return postRaw(ctx, baseURL+d.Path, d.Header(), d.Body)
+}
+
+// postNewConn sends one attempt of d on a connection of its own, never one
+// kept alive from an earlier request, and waits at most a few seconds.
+func postNewConn(baseURL string, d delivery) (response, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+d.Path, bytes.NewReader(d.Body))
+	if err != nil {
+		return response{}, err
+	}
+	req.Header = d.Header()
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	res, err := client.Do(req)
+	if err != nil {
+		return response{}, err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return response{Status: res.StatusCode, Body: string(b)}, nil
 }
 
 // postRaw sends body with header to url.

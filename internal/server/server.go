@@ -94,6 +94,11 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		IdleTimeout:  60 * time.Second,
 		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
+	// Shutdown runs this once its listener is closed: from here on a
+	// sender gets connection refused and retries elsewhere or later.
+	s.http.RegisterOnShutdown(func() {
+		log.Info("stopped accepting connections")
+	})
 	return s, nil
 }
 
