@@ -47,7 +47,7 @@ func TestSlowEventTransactionStepsRunOnce(t *testing.T) {
 	// Watch, for most of the step timeout (lease/4) but less, whether
 	// anybody else calls too, then let the call finish in time.
 	w.API.WaitHeld(t, 1, 30*time.Second)
-	deadline := time.Now().Add(lease/4 - 300*time.Millisecond)
+	deadline := time.Now().Add(lease/4 - 500*time.Millisecond)
 	for time.Now().Before(deadline) && w.API.CountByKey(key) < 2 {
 		time.Sleep(pollEvery)
 	}
