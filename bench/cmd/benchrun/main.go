@@ -13,8 +13,9 @@
 //	   64 concurrent deliveries, DB_MAX_CONNS=8
 //	5  256 concurrent deliveries (peak RSS), then half the peak throughput
 //	   at a fixed arrival rate (p99)
-//	4  5 million rows bulk-loaded into processed_events (and webhook_events),
-//	   then phase 1's receiver load again
+//	4  5 million rows bulk-loaded into processed_events (and webhook_events)
+//	   of a database of their own, then phase 1's receiver load on it and on
+//	   phase 1's database, in two interleaved rounds
 package main
 
 import (
@@ -175,7 +176,7 @@ func (b *bench) setup(ctx context.Context) error {
 		}
 		b.rep.statements = true
 	}
-	for _, name := range []string{"recv", "pgb", "snip", "steps", "mem"} {
+	for _, name := range []string{"recv", "pgb", "snip", "steps", "mem", "grown"} {
 		if err := b.cluster.CreateDatabase(ctx, name); err != nil {
 			return err
 		}
@@ -383,19 +384,7 @@ func (b *bench) pgbenchRateP99(ctx context.Context, dbname, script string, clien
 
 func (b *bench) phase4(ctx context.Context) error {
 	c := b.o.concurrency
-	logf("phase 4: growth; first the same load as phase 1 on the table as it is")
-	base, err := b.receiverLoad(ctx, "recv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)}, "4 receiver: before the bulk load",
-		loadArgs{event: "invoice", concurrency: c}, false)
-	if err != nil {
-		return err
-	}
-	b.rep.grownBase = base
-	conn0, err := pgx.Connect(ctx, b.cluster.URL("recv"))
-	if err == nil {
-		_ = conn0.QueryRow(ctx, `SELECT count(*) FROM processed_events`).Scan(&b.rep.baseRows)
-		conn0.Close(ctx)
-	}
-	logf("bulk-loading %d rows into processed_events and webhook_events", b.o.rows)
+	logf("bulk-loading %d rows into processed_events and webhook_events of a database of their own", b.o.rows)
 	t0 := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
@@ -403,13 +392,13 @@ func (b *bench) phase4(ctx context.Context) error {
 	// that the load itself is fast; new events then land all over the index,
 	// as real ids do.
 	wg.Go(func() {
-		errs[0] = b.exec(ctx, "recv", fmt.Sprintf(`
+		errs[0] = b.exec(ctx, "grown", fmt.Sprintf(`
 INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at)
 SELECT 'evt_' || md5(g::text), 'stripe', 'done', 'event', now(), now()
 FROM generate_series(1, %d) g ORDER BY 1`, b.o.rows))
 	})
 	wg.Go(func() {
-		errs[1] = b.exec(ctx, "recv", fmt.Sprintf(`
+		errs[1] = b.exec(ctx, "grown", fmt.Sprintf(`
 INSERT INTO webhook_events (event_key, source, event_id, event_type, api_version, body, outcome)
 SELECT 'evt_' || md5(g::text), 'stripe', 'evt_' || md5(g::text), 'invoice.created', '2023-10-16', '\x7b7d'::bytea, 'processed'
 FROM generate_series(1, %d) g ORDER BY 1`, b.o.rows))
@@ -420,30 +409,60 @@ FROM generate_series(1, %d) g ORDER BY 1`, b.o.rows))
 	}
 	b.rep.loadTime = time.Since(t0)
 	t1 := time.Now()
-	if err := b.exec(ctx, "recv", `VACUUM ANALYZE processed_events`); err != nil {
-		return err
-	}
-	if err := b.exec(ctx, "recv", `VACUUM ANALYZE webhook_events`); err != nil {
-		return err
-	}
-	if err := b.exec(ctx, "recv", `CHECKPOINT`); err != nil {
-		return err
+	// Both databases start the rounds vacuumed, analysed and checkpointed.
+	for _, st := range []struct{ db, sql string }{
+		{"recv", `VACUUM ANALYZE`},
+		{"grown", `VACUUM ANALYZE processed_events`},
+		{"grown", `VACUUM ANALYZE webhook_events`},
+		{"grown", `CHECKPOINT`},
+	} {
+		if err := b.exec(ctx, st.db, st.sql); err != nil {
+			return err
+		}
 	}
 	b.rep.vacuumTime = time.Since(t1)
 	logf("loaded in %s, vacuumed and checkpointed in %s", b.rep.loadTime.Round(time.Second), b.rep.vacuumTime.Round(time.Second))
-	r, err := b.receiverLoad(ctx, "recv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)}, fmt.Sprintf("4 receiver: after %d rows", b.o.rows),
-		loadArgs{event: "invoice", concurrency: c}, true)
-	if err != nil {
-		return err
+	b.rep.baseRows = b.countRows(ctx, "recv")
+	b.rep.grownRows = b.countRows(ctx, "grown")
+
+	// Phase 1's load on the table as the earlier phases left it and on the
+	// grown one, in two interleaved rounds, so that a slow minute of the
+	// shared machine weighs on both alike.
+	logf("phase 4: growth; phase 1's load on %d rows and on %d rows, two interleaved rounds", b.rep.baseRows, b.rep.grownRows)
+	env := map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)}
+	for round := 1; round <= 2; round++ {
+		suffix := fmt.Sprintf(" (round %d)", round)
+		base, err := b.receiverLoad(ctx, "recv", env, fmt.Sprintf("4 receiver: %d rows%s", b.rep.baseRows, suffix),
+			loadArgs{event: "invoice", concurrency: c}, false)
+		if err != nil {
+			return err
+		}
+		grown, err := b.receiverLoad(ctx, "grown", env, fmt.Sprintf("4 receiver: %d rows%s", b.rep.grownRows, suffix),
+			loadArgs{event: "invoice", concurrency: c}, round == 1)
+		if err != nil {
+			return err
+		}
+		b.rep.grownBase = merge(b.rep.grownBase, base)
+		b.rep.grown = merge(b.rep.grown, grown)
 	}
-	b.rep.grown = r
-	conn, err := pgx.Connect(ctx, b.cluster.URL("recv"))
+	conn, err := pgx.Connect(ctx, b.cluster.URL("grown"))
 	if err == nil {
-		_ = conn.QueryRow(ctx, `SELECT count(*) FROM processed_events`).Scan(&b.rep.grownRows)
 		_ = conn.QueryRow(ctx, `SELECT pg_size_pretty(pg_relation_size('processed_events_pkey'))`).Scan(&b.rep.grownIndex)
 		conn.Close(ctx)
 	}
 	return nil
+}
+
+// countRows returns processed_events' row count in dbname (0 on error).
+func (b *bench) countRows(ctx context.Context, dbname string) int64 {
+	var n int64
+	conn, err := pgx.Connect(ctx, b.cluster.URL(dbname))
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(ctx)
+	_ = conn.QueryRow(ctx, `SELECT count(*) FROM processed_events`).Scan(&n)
+	return n
 }
 
 // --- the receiver, the snippet and loadgen ---
