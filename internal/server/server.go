@@ -38,6 +38,8 @@ type Server struct {
 	proc     *webhooks.Processor
 	echo     *echo.Echo
 	http     *http.Server
+	// closed once Shutdown has closed the listener and logged it.
+	listenerClosed chan struct{}
 }
 
 // provider is a webhook provider and whether it may be mounted.
@@ -96,8 +98,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	}
 	// Shutdown runs this once its listener is closed: from here on a
 	// sender gets connection refused and retries elsewhere or later.
+	s.listenerClosed = make(chan struct{})
 	s.http.RegisterOnShutdown(func() {
 		log.Info("stopped accepting connections")
+		close(s.listenerClosed)
 	})
 	return s, nil
 }
@@ -156,6 +160,12 @@ func (s *Server) Run(ctx context.Context, ready func(addr net.Addr)) error {
 			runErr = fmt.Errorf("shutdown: %w", err)
 		}
 		cancel()
+		// Shutdown runs its hooks on goroutines of their own: let the
+		// log say "stopped accepting" before anything that follows.
+		select {
+		case <-s.listenerClosed:
+		case <-time.After(time.Second):
+		}
 		if err := <-serveErr; err != nil && !errors.Is(err, http.ErrServerClosed) && runErr == nil {
 			runErr = fmt.Errorf("serve: %w", err)
 		}
