@@ -306,6 +306,8 @@ func TestGracefulDeploy(t *testing.T) {
 	if acked != inFlight {
 		t.Errorf("%d of %d deliveries in flight at SIGTERM finished; with a step timeout longer than the hold, all should", acked, inFlight)
 	}
+	t.Logf("deploy: %d of %d deliveries in flight at SIGTERM answered 2xx with all their work done; a new connection refused; exit code %d",
+		acked, inFlight, p.cmd.ProcessState.ExitCode())
 
 	// The new version: the senders retry everything.
 	p2 := startReceiver(t, "new", env)
