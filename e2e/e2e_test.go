@@ -119,8 +119,8 @@ func TestSeedKillBetweenClaimAndCommit(t *testing.T) {
 			// be done, so that it lands inside the fulfillment call alone.
 			emailDone := func() {
 				waitFor(t, 30*time.Second, "confirmation email done", func() bool {
-					return count(t, w.DB, `SELECT count(*) FROM processed_events WHERE event_key = $1 AND status = 'done'`,
-						d.StepKey(stepConfirmation)) == 1
+					status, _ := w.stepState(t, d.StepKey(stepConfirmation))
+					return status == "done"
 				})
 			}
 			p := killDuringFulfillment(t, w, d, startReceiver, w.env("LEASE_DURATION", lease.String()), emailDone)

@@ -534,6 +534,7 @@ type response struct {
 var (
 	shortClient    = &http.Client{Timeout: 5 * time.Second}
 	deliveryClient = &http.Client{Timeout: 30 * time.Second}
+	newConnClient  = &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
 )
 
 // post sends one attempt of d to baseURL.
@@ -546,19 +547,7 @@ func post(ctx context.Context, baseURL string, d delivery) (response, error) {
 func postNewConn(baseURL string, d delivery) (response, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+d.Path, bytes.NewReader(d.Body))
-	if err != nil {
-		return response{}, err
-	}
-	req.Header = d.Header()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	res, err := client.Do(req)
-	if err != nil {
-		return response{}, err
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return response{Status: res.StatusCode, Body: string(b)}, nil
+	return postWith(ctx, newConnClient, baseURL+d.Path, d.Header(), bytes.NewReader(d.Body))
 }
 
 // postRaw sends body with header to url.
@@ -568,12 +557,17 @@ func postRaw(ctx context.Context, url string, header http.Header, body []byte) (
 
 // postReader sends what body yields with header to url.
 func postReader(ctx context.Context, url string, header http.Header, body io.Reader) (response, error) {
+	return postWith(ctx, deliveryClient, url, header, body)
+}
+
+// postWith sends what body yields with header to url through client.
+func postWith(ctx context.Context, client *http.Client, url string, header http.Header, body io.Reader) (response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, body)
 	if err != nil {
 		return response{}, err
 	}
 	req.Header = header
-	res, err := deliveryClient.Do(req)
+	res, err := client.Do(req)
 	if err != nil {
 		return response{}, err
 	}
