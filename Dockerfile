@@ -1,5 +1,5 @@
 # Multi-stage build of the receiver: a static binary on a distroless base.
-FROM golang:1.26-bookworm AS build
+FROM golang:1.27.3-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download

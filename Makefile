@@ -1,10 +1,14 @@
 # The two commands: `make run` and `make test`. `make help` lists the rest.
 SHELL := /bin/bash
+# A machine starts on its own Go whatever go.mod says: this one names the
+# toolchain every target builds with (the go command fetches it from the
+# module proxy the first time, about 10 s).
+export GOTOOLCHAIN := go1.27.3
 GO    ?= go
 BIN   := bin
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test test-unit fuzz vet fmt clean
+.PHONY: help build run test lint vuln fuzz bench fmt clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -17,18 +21,25 @@ run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
 	else scripts/ensure-postgres.sh && exec $(BIN)/dev -dev-secrets -- $(BIN)/server; fi
 
-test: build ## run every test: unit, database and end-to-end, on a private PostgreSQL
-	$(GO) vet ./...
+test: build lint ## run every test: unit, database and end-to-end, on a private PostgreSQL
 	scripts/ensure-postgres.sh
 	scripts/test.sh
 
+lint: ## go vet and staticcheck (a tool of go.mod)
+	$(GO) vet ./...
+	$(GO) tool staticcheck ./...
+
+vuln: ## govulncheck (a tool of go.mod) against the Go vulnerability database
+	scripts/vuln.sh
+
 fuzz: ## run the fuzz targets for a bounded time (FUZZTIME, default 20s each)
 	scripts/fuzz.sh
+
+bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
+	scripts/bench.sh
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')
 
 clean: ## remove build output and the local database and mail
 	rm -rf $(BIN) var
-bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
-	scripts/bench.sh

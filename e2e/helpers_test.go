@@ -89,9 +89,10 @@ func buildServer() (string, error) {
 	}
 	tmp.Close()
 	defer os.Remove(tmp.Name())
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if p, err := exec.LookPath("go"); err == nil {
-		gobin = p
+	// go test puts its own toolchain's bin first on PATH.
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		return "", err
 	}
 	cmd := exec.Command(gobin, "build", "-o", tmp.Name(), "./cmd/server")
 	cmd.Dir = root
@@ -274,18 +275,6 @@ func (b *logBuf) contains(substr string) bool {
 		}
 	}
 	return false
-}
-
-// countContaining counts lines that contain substr.
-func (b *logBuf) countContaining(substr string) int {
-	lines, _ := b.snapshot()
-	n := 0
-	for _, l := range lines {
-		if strings.Contains(l, substr) {
-			n++
-		}
-	}
-	return n
 }
 
 // startProc starts bin (with args) in env, waits for its "receiver

@@ -5,6 +5,8 @@
 # -concurrency, -rows, -perf, -keep). `make bench` builds bin/server first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The toolchain go.mod names; a machine starts on its own Go otherwise.
+export GOTOOLCHAIN=go1.27.3
 GO=${GO:-go}
 
 if ! command -v pgbench >/dev/null && ! ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1; then

@@ -3,6 +3,8 @@
 # (FUZZTIME, default 20s). The seed corpora also run in `make test`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The toolchain go.mod names; a machine starts on its own Go otherwise.
+export GOTOOLCHAIN=go1.27.3
 fuzztime=${FUZZTIME:-20s}
 status=0
 while IFS=: read -r file _ line; do

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -92,7 +91,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 			t.Errorf("log line contains secret %q: %s", secret, out)
 		}
 	}
-	for _, shown := range []string{"localhost:5432", "whsec_****", "LEASE_DURATION", fmt.Sprint("5m0s")} {
+	for _, shown := range []string{"localhost:5432", "whsec_****", "LEASE_DURATION", "5m0s"} {
 		if !strings.Contains(out, shown) {
 			t.Errorf("log line lacks %q: %s", shown, out)
 		}
