@@ -58,6 +58,8 @@ type config struct {
 	Event        string
 	Duplicates   float64
 	Prime        int
+	Pool         int
+	Seed         uint64
 	Concurrency  int
 	Rate         float64
 	Duration     time.Duration
@@ -70,6 +72,8 @@ type config struct {
 	MaxInFlight  int
 	JSON         bool
 	Progress     bool
+	Marks        bool
+	PrintBody    bool
 }
 
 const usageText = `usage: loadgen [flags]
@@ -83,12 +87,22 @@ Load shape: -concurrency N workers each send a delivery, wait for the
 answer, send the next (closed loop); or, with -rate R, deliveries start at a
 fixed R per second whatever the receiver does (open loop; latency is then
 measured from each delivery's scheduled start, so a stalled receiver shows
-up in the percentiles).
+up in the percentiles). When the time is up, no delivery starts and those
+in flight are waited for (and counted), so the receiver never sees a
+client hang up mid-request.
+
+Events: Stripe bodies have the fields, nesting and size of real events of
+API version 2023-10-16 (invoice.created about 5.7 KB, invoice.paid about
+6.1 KB, checkout.session.completed about 3.9 KB), with new ids in every
+event; -print-body shows one.
 
 Examples:
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -event invoice -duration 30s
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -event checkout -duplicates 0.3 -rate 200 -count 5000 -retry
   loadgen -url http://127.0.0.1:8080 -provider github -secret s3cret... -event github-purchase
+  loadgen -url http://127.0.0.1:8080 -secret whsec_... -pool 500 -seed 7 -prime 500 -count 1   # send a fixed set once
+  loadgen -url http://127.0.0.1:8080 -secret whsec_... -pool 500 -seed 7 -duration 30s          # then replay only it
+  loadgen -event checkout -print-body
 
 Flags:
 `
@@ -104,9 +118,11 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "receiver `URL`; with no path, /webhooks/<provider> is appended")
 	fs.StringVar(&c.Provider, "provider", "stripe", "sender to imitate: stripe or github")
 	fs.StringVar(&c.Secret, "secret", "", "signing `secret` (Stripe whsec_…, or the GitHub webhook secret); default $STRIPE_WEBHOOK_SECRET or $GITHUB_WEBHOOK_SECRET (first of a comma list)")
-	fs.StringVar(&c.Event, "event", "", "event to send: invoice (Stripe invoice.created: database only), checkout (Stripe checkout.session.completed, paid: email and fulfillment steps), github-purchase (GitHub marketplace_purchase purchased); default invoice for stripe, github-purchase for github")
+	fs.StringVar(&c.Event, "event", "", "event to send: invoice (Stripe invoice.created: database only), invoice-paid (Stripe invoice.paid: a receipt e-mail), checkout (Stripe checkout.session.completed, paid: email and fulfillment steps), github-purchase (GitHub marketplace_purchase purchased); default invoice for stripe, github-purchase for github")
 	fs.Float64Var(&c.Duplicates, "duplicates", 0, "`ratio` (0…1) of deliveries that replay an event already answered 2xx, the rest are new events; 1 sends only replays (see -prime)")
-	fs.IntVar(&c.Prime, "prime", 0, "send `N` new events before the measured run (not measured), so that replays have events to replay; default: when -duplicates is 1, as many as -concurrency")
+	fs.IntVar(&c.Prime, "prime", 0, "send `N` new events before the measured run (not measured), so that replays have events to replay; default: when -duplicates is 1, as many as -concurrency. With -pool: the first N events of the pool, once each")
+	fs.IntVar(&c.Pool, "pool", 0, "send only the `N` events of a fixed pool chosen by -seed, the same bytes in every run, each delivery a random one of them (counted as replays): several runs can replay what one run primed")
+	fs.Uint64Var(&c.Seed, "seed", 1, "`seed` of the -pool events")
 	fs.IntVar(&c.Concurrency, "concurrency", 16, "deliveries in flight at once (closed loop); ignored with -rate")
 	fs.Float64Var(&c.Rate, "rate", 0, "fixed arrival rate in deliveries per `second` (open loop); 0 means closed loop at -concurrency")
 	fs.DurationVar(&c.Duration, "duration", 0, "how long to send, after the warm-up (default 10s, or until -count)")
@@ -119,6 +135,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&c.MaxInFlight, "max-inflight", 10000, "with -rate, deliveries that may be outstanding at once; arrivals beyond it are counted as dropped")
 	fs.BoolVar(&c.JSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&c.Progress, "progress", true, "print a progress line to stderr once a second")
+	fs.BoolVar(&c.Marks, "marks", false, "print \"loadgen: measuring\" and \"loadgen: measured\" lines to stderr when the measured window starts and ends (for a harness sampling CPU)")
+	fs.BoolVar(&c.PrintBody, "print-body", false, "print the body of one new -event to stdout and exit")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -133,11 +151,15 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if c.Event == "" {
 		c.Event = map[string]string{"stripe": "invoice", "github": "github-purchase"}[c.Provider]
 	}
+	_, stripeEvent := stripeTemplates[c.Event]
 	switch {
-	case c.Event != "invoice" && c.Event != "checkout" && c.Event != "github-purchase":
-		return c, usageError{fmt.Sprintf("-event must be invoice, checkout or github-purchase, got %q", c.Event)}
+	case !stripeEvent && c.Event != "github-purchase":
+		return c, usageError{fmt.Sprintf("-event must be one of %s or github-purchase, got %q", strings.Join(stripeEvents, ", "), c.Event)}
 	case (c.Event == "github-purchase") != (c.Provider == "github"):
 		return c, usageError{fmt.Sprintf("-event %s cannot be sent by -provider %s", c.Event, c.Provider)}
+	}
+	if c.PrintBody {
+		return c, nil
 	}
 	if c.Secret == "" {
 		env := map[string]string{"stripe": "STRIPE_WEBHOOK_SECRET", "github": "GITHUB_WEBHOOK_SECRET"}[c.Provider]
@@ -161,8 +183,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, usageError{"-concurrency must be at least 1"}
 	case c.Rate < 0:
 		return c, usageError{"-rate must not be negative"}
-	case c.Count < 0 || c.Prime < 0:
-		return c, usageError{"-count and -prime must not be negative"}
+	case c.Count < 0 || c.Prime < 0 || c.Pool < 0:
+		return c, usageError{"-count, -prime and -pool must not be negative"}
+	case c.Pool > 0 && c.Duplicates > 0:
+		return c, usageError{"-pool sends only the pool's events: leave -duplicates out"}
 	case c.RetryMax < 1:
 		return c, usageError{"-retry-max must be at least 1"}
 	case c.MaxInFlight < 1:
@@ -173,6 +197,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if c.Prime == 0 && c.Duplicates == 1 {
 		c.Prime = c.Concurrency
+	}
+	if c.Pool > 0 {
+		c.Prime = min(c.Prime, c.Pool)
 	}
 	return c, nil
 }
@@ -200,6 +227,9 @@ type Report struct {
 	Retries     int            `json:"retries"`
 	Dropped     int            `json:"dropped,omitempty"` // -rate arrivals over -max-inflight
 	Primed      int            `json:"primed,omitempty"`
+	Pool        int            `json:"pool,omitempty"`
+	BodyBytes   float64        `json:"body_bytes_mean"` // mean body size of the measured deliveries
+	CPUSeconds  float64        `json:"cpu_seconds"`     // loadgen's own CPU time (user+system) over the measured window
 }
 
 // Latency holds percentiles in milliseconds.
@@ -218,6 +248,7 @@ type result struct {
 	err      string
 	replay   bool
 	attempts int
+	bytes    int // body size
 }
 
 // collector gathers results of measured deliveries.
@@ -247,7 +278,7 @@ type history struct {
 	done []delivery
 }
 
-const historyCap = 100_000
+const historyCap = 10_000
 
 func (h *history) add(d delivery) {
 	h.mu.Lock()
@@ -282,6 +313,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if cfg.PrintBody {
+		d := newDelivery(cfg.Event, time.Now())
+		_, err := stdout.Write(d.body)
+		return err
+	}
 	idle := cfg.Concurrency
 	if cfg.Rate > 0 {
 		idle = min(cfg.MaxInFlight, 1024)
@@ -297,21 +333,40 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer tr.CloseIdleConnections()
 	s := &sender{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout}}
 
+	// The fixed pool of -pool, built once.
+	var pool []delivery
+	for i := range cfg.Pool {
+		d := poolDelivery(cfg.Event, cfg.Seed, i)
+		d.replay = true
+		pool = append(pool, d)
+	}
+
 	// Priming: new events, not measured, so that replays have something to
 	// replay from the first measured second.
 	var primed int
 	if cfg.Prime > 0 {
 		var n atomic.Int64
-		s.closedLoop(ctx, cfg.Concurrency, func() bool { return n.Add(1) <= int64(cfg.Prime) },
-			func() delivery { return newDelivery(cfg.Event, time.Now()) }, nil)
+		prime := func() delivery { return newDelivery(cfg.Event, time.Now()) }
+		if pool != nil {
+			var k atomic.Int64
+			prime = func() delivery {
+				d := pool[(k.Add(1)-1)%int64(len(pool))]
+				d.replay = false
+				return d
+			}
+		}
+		s.closedLoop(ctx, ctx, cfg.Concurrency, func() bool { return n.Add(1) <= int64(cfg.Prime) }, prime, nil)
 		s.hist.mu.Lock()
 		primed = len(s.hist.done)
 		s.hist.mu.Unlock()
-		if primed == 0 && cfg.Duplicates > 0 {
+		if primed == 0 && (cfg.Duplicates > 0 || pool != nil) {
 			return fmt.Errorf("none of the %d priming deliveries was answered 2xx by %s: nothing to replay", cfg.Prime, cfg.URL)
 		}
 	}
 	next := func() delivery {
+		if pool != nil {
+			return pool[rand.IntN(len(pool))]
+		}
 		if cfg.Duplicates > 0 && rand.Float64() < cfg.Duplicates {
 			if d, ok := s.hist.pick(); ok {
 				return d
@@ -322,7 +377,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 	if cfg.Warmup > 0 && ctx.Err() == nil {
 		wctx, cancel := context.WithTimeout(ctx, cfg.Warmup)
-		s.load(wctx, 0, next, nil)
+		s.load(ctx, wctx, 0, next, nil)
 		cancel()
 	}
 	if err := ctx.Err(); err != nil {
@@ -330,18 +385,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 
 	col := &collector{}
+	// mctx ends the measured window: no delivery starts after it, and
+	// those in flight finish under ctx.
 	mctx := ctx
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		mctx, cancel = context.WithTimeout(ctx, cfg.Duration)
 		defer cancel()
 	}
+	if cfg.Marks {
+		fmt.Fprintln(stderr, "loadgen: measuring")
+	}
+	cpu0 := selfCPU()
 	start := time.Now()
 	stopProgress := s.progress(col, start, stderr)
-	dropped := s.load(mctx, cfg.Count, next, col)
+	dropped := s.load(ctx, mctx, cfg.Count, next, col)
 	stopProgress()
+	cpu := selfCPU() - cpu0
+	if cfg.Marks {
+		fmt.Fprintln(stderr, "loadgen: measured")
+	}
 
 	rep := s.report(col, start, dropped, primed)
+	rep.CPUSeconds = cpu
+	rep.Pool = cfg.Pool
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -354,25 +421,36 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// load runs the configured load shape until ctx ends or count deliveries
-// have been started (0: no limit). Results go to col when it is not nil. It
-// returns how many arrivals were dropped (rate mode only).
-func (s *sender) load(ctx context.Context, count int, next func() delivery, col *collector) int {
+// selfCPU is this process's CPU time so far (user and system), in seconds.
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	tv := func(t syscall.Timeval) float64 { return float64(t.Sec) + float64(t.Usec)/1e6 }
+	return tv(ru.Utime) + tv(ru.Stime)
+}
+
+// load runs the configured load shape until stop ends or count deliveries
+// have been started (0: no limit); deliveries in flight when stop ends run
+// to their end under ctx. Results go to col when it is not nil. It returns
+// how many arrivals were dropped (rate mode only).
+func (s *sender) load(ctx, stop context.Context, count int, next func() delivery, col *collector) int {
 	var started atomic.Int64
 	more := func() bool { return count == 0 || started.Add(1) <= int64(count) }
 	if s.cfg.Rate > 0 {
-		return s.openLoop(ctx, more, next, col)
+		return s.openLoop(ctx, stop, more, next, col)
 	}
-	s.closedLoop(ctx, s.cfg.Concurrency, more, next, col)
+	s.closedLoop(ctx, stop, s.cfg.Concurrency, more, next, col)
 	return 0
 }
 
-func (s *sender) closedLoop(ctx context.Context, workers int, more func() bool, next func() delivery, col *collector) {
+func (s *sender) closedLoop(ctx, stop context.Context, workers int, more func() bool, next func() delivery, col *collector) {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for ctx.Err() == nil && more() {
-				r := s.deliver(ctx, next(), time.Now())
+			for stop.Err() == nil && more() {
+				r := s.deliver(ctx, stop, next(), time.Now())
 				if col != nil && r.status != -1 {
 					col.add(r)
 				}
@@ -382,7 +460,7 @@ func (s *sender) closedLoop(ctx context.Context, workers int, more func() bool, 
 	wg.Wait()
 }
 
-func (s *sender) openLoop(ctx context.Context, more func() bool, next func() delivery, col *collector) int {
+func (s *sender) openLoop(ctx, stop context.Context, more func() bool, next func() delivery, col *collector) int {
 	interval := time.Duration(float64(time.Second) / s.cfg.Rate)
 	sem := make(chan struct{}, s.cfg.MaxInFlight)
 	var wg sync.WaitGroup
@@ -393,12 +471,12 @@ func (s *sender) openLoop(ctx context.Context, more func() bool, next func() del
 		if d := time.Until(at); d > 0 {
 			t := time.NewTimer(d)
 			select {
-			case <-ctx.Done():
+			case <-stop.Done():
 				t.Stop()
 			case <-t.C:
 			}
 		}
-		if ctx.Err() != nil || !more() {
+		if stop.Err() != nil || !more() {
 			break
 		}
 		select {
@@ -412,7 +490,7 @@ func (s *sender) openLoop(ctx context.Context, more func() bool, next func() del
 			defer func() { <-sem }()
 			// The delivery must finish even if the run's time is up: it
 			// was started inside the window.
-			r := s.deliver(context.WithoutCancel(ctx), d, at)
+			r := s.deliver(ctx, stop, d, at)
 			if col != nil && r.status != -1 {
 				col.add(r)
 			}
@@ -424,10 +502,11 @@ func (s *sender) openLoop(ctx context.Context, more func() bool, next func() del
 
 // deliver sends d, retrying when asked, and reports the final answer.
 // Latency runs from start (the scheduled start in rate mode) to the final
-// answer. A delivery cut short by the end of the run has status -1 and is
-// not counted.
-func (s *sender) deliver(ctx context.Context, d delivery, start time.Time) result {
-	r := result{replay: d.replay}
+// answer. Requests run under ctx; no retry starts once stop has ended. A
+// delivery cut short (ctx ended, or a retry due after stop) has status -1
+// and is not counted.
+func (s *sender) deliver(ctx, stop context.Context, d delivery, start time.Time) result {
+	r := result{replay: d.replay, bytes: len(d.body)}
 	for attempt := 1; ; attempt++ {
 		r.attempts = attempt
 		status, retryAfter, err := s.attempt(ctx, d)
@@ -454,6 +533,9 @@ func (s *sender) deliver(ctx context.Context, d delivery, start time.Time) resul
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return result{status: -1}
+		case <-stop.Done():
 			t.Stop()
 			return result{status: -1}
 		case <-t.C:
@@ -556,6 +638,7 @@ func (s *sender) report(col *collector, start time.Time, dropped, primed int) Re
 	}
 	lat := make([]time.Duration, 0, len(col.results))
 	var sum time.Duration
+	var bodyBytes int
 	for _, r := range col.results {
 		rep.Deliveries++
 		if r.replay {
@@ -579,6 +662,7 @@ func (s *sender) report(col *collector, start time.Time, dropped, primed int) Re
 		}
 		rep.Attempts += r.attempts
 		rep.Retries += r.attempts - 1
+		bodyBytes += r.bytes
 		lat = append(lat, r.latency)
 		sum += r.latency
 	}
@@ -592,6 +676,7 @@ func (s *sender) report(col *collector, start time.Time, dropped, primed int) Re
 		rep.OKPerSecond = float64(rep.OK) / rep.Seconds
 	}
 	if len(lat) > 0 {
+		rep.BodyBytes = float64(bodyBytes) / float64(len(lat))
 		slices.Sort(lat)
 		ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 		rep.LatencyMS = Latency{
@@ -619,8 +704,12 @@ func printReport(w io.Writer, r Report) {
 	fmt.Fprintf(w, "%s %s → %s, %s, duplicates %.2f\n", r.Provider, r.Event, r.URL, shape, r.Duplicates)
 	fmt.Fprintf(w, "deliveries  %d in %.2fs = %.1f/s (%d new, %d replays; %.1f/s answered 2xx)\n",
 		r.Deliveries, r.Seconds, r.Throughput, r.New, r.Replays, r.OKPerSecond)
+	if r.Pool > 0 {
+		fmt.Fprintf(w, "pool        %d fixed events\n", r.Pool)
+	}
 	l := r.LatencyMS
 	fmt.Fprintf(w, "latency     p50 %.1fms  p90 %.1fms  p99 %.1fms  max %.1fms  mean %.1fms\n", l.P50, l.P90, l.P99, l.Max, l.Mean)
+	fmt.Fprintf(w, "bodies      %.0f bytes on average\n", r.BodyBytes)
 	fmt.Fprintf(w, "status      %s\n", counts(r.Status))
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(w, "errors      %s\n", counts(r.Errors))

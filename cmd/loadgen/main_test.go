@@ -11,11 +11,15 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	stripe "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/webhook"
 )
 
@@ -223,5 +227,190 @@ func TestTextReportAndHelp(t *testing.T) {
 	var u usageError
 	if err := run(context.Background(), []string{"-provider", "github", "-event", "invoice", "-secret", "x"}, &out, &errOut); !errors.As(err, &u) {
 		t.Errorf("github invoice: %v, want a usage error", err)
+	}
+}
+
+func TestStripeBodies(t *testing.T) {
+	sizes := map[string][2]int{ // bytes: the captured samples are 3.8 KB (checkout) and 4.9 to 5.9 KB (invoices)
+		"invoice":      {5000, 6500},
+		"invoice-paid": {5000, 6500},
+		"checkout":     {3000, 4500},
+	}
+	for _, event := range stripeEvents {
+		t.Run(event, func(t *testing.T) {
+			a, b := newDelivery(event, time.Now()), newDelivery(event, time.Now())
+			if n := len(a.body); n < sizes[event][0] || n > sizes[event][1] {
+				t.Errorf("body is %d bytes, want %d to %d", n, sizes[event][0], sizes[event][1])
+			}
+			var ev stripe.Event
+			if err := json.Unmarshal(a.body, &ev); err != nil {
+				t.Fatalf("not a Stripe Event: %v\n%s", err, a.body)
+			}
+			if ev.ID != a.id || !strings.HasPrefix(ev.ID, "evt_") || ev.APIVersion != stripe.APIVersion || !ev.Livemode {
+				t.Errorf("event id %q (delivery %q), api_version %q, livemode %v", ev.ID, a.id, ev.APIVersion, ev.Livemode)
+			}
+			var objectID string
+			switch event {
+			case "invoice", "invoice-paid":
+				var in stripe.Invoice
+				if err := json.Unmarshal(ev.Data.Raw, &in); err != nil {
+					t.Fatal(err)
+				}
+				want := map[string]stripe.InvoiceStatus{"invoice": "draft", "invoice-paid": "paid"}[event]
+				if in.Status != want || in.AmountDue != 2000 || in.CustomerEmail == "" || in.Lines == nil || len(in.Lines.Data) != 1 ||
+					in.Lines.Data[0].Price == nil || in.Subscription == nil || in.Paid != (event == "invoice-paid") {
+					t.Errorf("invoice %+v", in)
+				}
+				if ev.Type != map[string]stripe.EventType{"invoice": "invoice.created", "invoice-paid": "invoice.paid"}[event] {
+					t.Errorf("type %s", ev.Type)
+				}
+				objectID = in.ID
+			case "checkout":
+				var cs stripe.CheckoutSession
+				if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil {
+					t.Fatal(err)
+				}
+				if cs.PaymentStatus != "paid" || cs.Status != "complete" || cs.AmountTotal != 3000 || cs.CustomerDetails == nil ||
+					cs.CustomerDetails.Email == "" || cs.PaymentIntent == nil || ev.Type != "checkout.session.completed" {
+					t.Errorf("session %+v", cs)
+				}
+				objectID = cs.ID
+			}
+			if !strings.Contains(string(b.body), `"type"`) || a.id == b.id || strings.Contains(string(b.body), objectID) {
+				t.Errorf("two events share ids: %s and %s (object %s)", a.id, b.id, objectID)
+			}
+		})
+	}
+}
+
+// keyPaths lists every key of a JSON document as a path (arrays as []).
+func keyPaths(v any, prefix string, out map[string]bool) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			out[prefix+"."+k] = true
+			keyPaths(e, prefix+"."+k, out)
+		}
+	case []any:
+		for _, e := range x {
+			keyPaths(e, prefix+"[]", out)
+		}
+	}
+}
+
+// TestBodiesMatchSamples compares the shape and size of the bodies with real
+// events captured by other projects, read where the team keeps them
+// (../shared/samples beside the checkout; never copied into the project).
+func TestBodiesMatchSamples(t *testing.T) {
+	dir := filepath.Join("..", "..", "..", "shared", "samples", "stripe")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no captured samples in %s (they live beside the team's checkouts)", dir)
+	}
+	for event, sample := range map[string]string{
+		"invoice-paid": "invoice.paid.subscription_cycle.supabase-stripe-sync-engine.json",
+		"invoice":      "invoice.paid.subscription_cycle.supabase-stripe-sync-engine.json",
+		"checkout":     "checkout.session.completed.supabase-stripe-sync-engine.json",
+	} {
+		t.Run(event, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join(dir, sample))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := newDelivery(event, time.Now()).body
+			var s, m any
+			if err := json.Unmarshal(raw, &s); err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(body, &m); err != nil {
+				t.Fatal(err)
+			}
+			sp, mp := map[string]bool{}, map[string]bool{}
+			keyPaths(s, "", sp)
+			keyPaths(m, "", mp)
+			// Metadata is the shop's own; the rest must match, but for
+			// fields of API 2023-10-16 the older sample lacks.
+			free := func(p string) bool {
+				return strings.Contains(p, ".metadata.") || strings.HasSuffix(p, ".test_clock") || strings.Contains(p, ".proration_details")
+			}
+			for p := range sp {
+				if !mp[p] && !free(p) {
+					t.Errorf("the sample has %s, loadgen's body does not", p)
+				}
+			}
+			for p := range mp {
+				if !sp[p] && !free(p) {
+					t.Errorf("loadgen's body has %s, the sample does not", p)
+				}
+			}
+			if r := float64(len(body)) / float64(len(raw)); r < 0.8 || r > 1.2 {
+				t.Errorf("body is %d bytes, the sample %d", len(body), len(raw))
+			}
+		})
+	}
+}
+
+func TestPoolReplaysTheSameEvents(t *testing.T) {
+	if !bytes.Equal(poolDelivery("invoice", 7, 3).body, poolDelivery("invoice", 7, 3).body) ||
+		bytes.Equal(poolDelivery("invoice", 7, 3).body, poolDelivery("invoice", 7, 4).body) ||
+		bytes.Equal(poolDelivery("invoice", 7, 3).body, poolDelivery("invoice", 8, 3).body) {
+		t.Fatal("pool events are not fixed by seed and index")
+	}
+	f, url := newFake(t)
+	rep := runJSON(t, "-url", url, "-secret", testSecret, "-pool", "10", "-seed", "7", "-prime", "10", "-count", "40", "-concurrency", "4")
+	if rep.Primed != 10 || rep.Replays != 40 || rep.New != 0 || rep.Pool != 10 || len(f.seen) != 10 {
+		t.Fatalf("primed %d, replays %d, new %d, pool %d; receiver saw %d events", rep.Primed, rep.Replays, rep.New, rep.Pool, len(f.seen))
+	}
+	// A second run replays the same ten without priming.
+	rep = runJSON(t, "-url", url, "-secret", testSecret, "-pool", "10", "-seed", "7", "-count", "40", "-concurrency", "4")
+	if rep.Replays != 40 || len(f.seen) != 10 {
+		t.Fatalf("replays %d; receiver saw %d events", rep.Replays, len(f.seen))
+	}
+}
+
+// TestEndWaitsForDeliveriesInFlight: when the time is up, loadgen stops
+// starting deliveries but lets those in flight finish, so the receiver never
+// sees the client hang up mid-request.
+func TestEndWaitsForDeliveriesInFlight(t *testing.T) {
+	var served, cancelled atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		select {
+		case <-time.After(40 * time.Millisecond):
+			served.Add(1)
+			w.WriteHeader(http.StatusOK)
+		case <-r.Context().Done():
+			cancelled.Add(1)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	for _, shape := range [][]string{{"-concurrency", "8"}, {"-rate", "200"}} {
+		served.Store(0)
+		rep := runJSON(t, append([]string{"-url", srv.URL, "-secret", testSecret, "-duration", "300ms", "-warmup", "100ms"}, shape...)...)
+		time.Sleep(50 * time.Millisecond)
+		if cancelled.Load() != 0 {
+			t.Errorf("%v: %d requests cancelled by the client", shape, cancelled.Load())
+		}
+		if rep.OK == 0 || int64(rep.OK) > served.Load() || rep.Seconds < 0.3 || rep.BodyBytes < 5000 || rep.CPUSeconds <= 0 {
+			t.Errorf("%v: ok %d, served %d, %.2fs, body %.0f bytes, cpu %.3fs", shape, rep.OK, served.Load(), rep.Seconds, rep.BodyBytes, rep.CPUSeconds)
+		}
+	}
+}
+
+func TestMarksAndPrintBody(t *testing.T) {
+	_, url := newFake(t)
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"-url", url, "-secret", testSecret, "-count", "5", "-progress=false", "-marks"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	if got := errOut.String(); got != "loadgen: measuring\nloadgen: measured\n" {
+		t.Errorf("stderr %q", got)
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"-event", "checkout", "-print-body"}, &out, &errOut); err != nil {
+		t.Fatal(err)
+	}
+	var ev stripe.Event
+	if err := json.Unmarshal(out.Bytes(), &ev); err != nil || ev.Type != "checkout.session.completed" {
+		t.Fatalf("-print-body: %v\n%s", err, out.String())
 	}
 }
