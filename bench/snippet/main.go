@@ -7,10 +7,20 @@
 // webhook.ValidatePayloadWithTolerance, claims the event id with
 // INSERT … ON CONFLICT DO NOTHING RETURNING in autocommit, and, if the claim
 // was new, inserts the invoice in a second statement; then it answers 200.
+// It stores no body.
+//
+// Its queries run under the request's values but not its cancellation
+// (context.WithoutCancel, bounded by -query-timeout): a sender that hangs up
+// does not cancel them, so pgx keeps its connections instead of closing
+// them mid-query and reconnecting on the next request.
 //
 //	snippet -addr 127.0.0.1:0 -db postgres://… -secret whsec_… [-max-conns N]
 //
-// It prints {"msg":"snippet listening","addr":"…"} on stdout once it listens.
+// The flags default to the receiver's variables (HTTP_ADDR, DATABASE_URL,
+// STRIPE_WEBHOOK_SECRET, DB_MAX_CONNS), and it answers GET /healthz, so that
+// the benchmark can also start it in the receiver's place to smoke-test
+// itself (benchrun -server bin/snippet). It prints
+// {"msg":"snippet listening","addr":"…"} on stdout once it listens.
 package main
 
 import (
@@ -23,6 +33,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -43,10 +54,12 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("snippet", flag.ContinueOnError)
-	addr := fs.String("addr", "127.0.0.1:0", "listen address")
+	addr := fs.String("addr", envOr("HTTP_ADDR", "127.0.0.1:0"), "listen address")
 	dbURL := fs.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL URL (a database migrated like the receiver's)")
 	secret := fs.String("secret", os.Getenv("STRIPE_WEBHOOK_SECRET"), "Stripe signing secret")
-	maxConns := fs.Int("max-conns", 0, "pool size (0: pgxpool's default)")
+	defConns, _ := strconv.Atoi(os.Getenv("DB_MAX_CONNS"))
+	maxConns := fs.Int("max-conns", defConns, "pool size (0: pgxpool's default)")
+	queryTimeout := fs.Duration("query-timeout", 10*time.Second, "bound on a delivery's queries, which the sender hanging up does not cancel")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -65,6 +78,7 @@ func run(ctx context.Context, args []string) error {
 
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
 	e.POST("/webhooks/stripe", func(c echo.Context) error {
 		payload, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
 		if err != nil {
@@ -90,7 +104,11 @@ func run(ctx context.Context, args []string) error {
 		if err := json.Unmarshal(payload, &event); err != nil {
 			return c.NoContent(http.StatusBadRequest)
 		}
-		ctx := c.Request().Context()
+		// The sender hanging up must not cancel the queries: pgx closes a
+		// connection whose query is cancelled, and its replacement would be
+		// paid for by a later request.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(c.Request().Context()), *queryTimeout)
+		defer cancel()
 
 		var key string
 		err = pool.QueryRow(ctx, `
@@ -139,4 +157,11 @@ ON CONFLICT (stripe_invoice_id) DO NOTHING`, inv.ID, inv.AmountDue, inv.AmountPa
 		return err
 	}
 	return nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
