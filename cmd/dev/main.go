@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/pglocal"
+	"github.com/paywebhooks/receiver/internal/providers"
 )
 
 // database is the application database dev creates.
@@ -222,22 +223,21 @@ func commandEnv(cfg config, c *pglocal.Cluster, getenv func(string) string, stde
 	return env, nil
 }
 
-// devSecrets are the webhook secrets -dev-secrets provides.
-var devSecrets = []struct {
+// devSecrets are the webhook secrets -dev-secrets provides: one for every
+// provider of the registry that names a development prefix.
+var devSecrets = func() []devSecret {
+	var out []devSecret
+	for _, s := range providers.All() {
+		if s.Secret.DevPrefix != "" {
+			out = append(out, devSecret{env: s.Secret.Name, label: s.Source + " webhook secret (" + s.Secret.Name + ")",
+				prefix: s.Secret.DevPrefix, hint: s.Secret.DevHint})
+		}
+	}
+	return out
+}()
+
+type devSecret struct {
 	env, label, prefix, hint string
-}{
-	{
-		env:    "STRIPE_WEBHOOK_SECRET",
-		label:  "Stripe signing secret",
-		prefix: "whsec_dev_",
-		hint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: " +
-			"print it with `stripe listen --print-secret` and set STRIPE_WEBHOOK_SECRET to it.",
-	},
-	{
-		env:    "GITHUB_WEBHOOK_SECRET",
-		label:  "GitHub webhook secret",
-		prefix: "ghsec_dev_",
-	},
 }
 
 // loadDevSecrets reads the development secrets from path, generating and

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,35 +18,41 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/ops"
+	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// DefaultGitHubRetention is how long `events prune` keeps GitHub keys by
-// default. GitHub signs no timestamp, so a captured delivery stays valid for
-// ever; its key is the only thing that makes a replay of it harmless.
-const DefaultGitHubRetention = 90 * 24 * time.Hour
-
-const eventsUsage = `usage:
-  server events list [--source S] [--type T] [--status in_progress|done|failed|parked]
-                     [--older-than D] [--limit N] [--json]
+func eventsUsage(specs []webhooks.Spec) string {
+	var perSource []string
+	for _, s := range specs {
+		perSource = append(perSource, fmt.Sprintf("[--%s-older-than D]", s.Source))
+	}
+	return `usage:
+  server events list [--source ` + strings.Join(providers.Sources(specs), "|") + `] [--type T]
+                     [--status in_progress|done|failed|parked] [--older-than D] [--limit N] [--json]
   server events show KEY [--json]
-  server events replay KEY...
-  server events replay --parked --since D
-  server events prune --older-than D [--github-older-than D] [--batch N]
+  server events replay KEY... [--allow-unconfigured]
+  server events replay --parked --since D [--allow-unconfigured]
+  server events prune --older-than D ` + strings.Join(perSource, " ") + `
+                      [--batch N] [--dry-run] [--force]
 `
+}
 
 func eventsCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	specs := providers.All()
 	if len(args) == 0 {
-		fmt.Fprint(stderr, eventsUsage)
+		fmt.Fprint(stderr, eventsUsage(specs))
 		return usageError{"events needs a command"}
 	}
-	cfg, err := config.Load(getenv)
+	cfg, err := config.Load(getenv, specs)
 	if err != nil {
 		return err
 	}
 	// Operator commands log warnings only, to stderr, away from their output.
-	slog.SetDefault(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	pool, err := db.Open(ctx, cfg.DatabaseURL, 4)
 	if err != nil {
 		return err
@@ -54,21 +61,20 @@ func eventsCmd(ctx context.Context, args []string, getenv func(string) string, s
 
 	switch args[0] {
 	case "list":
-		return eventsList(ctx, pool, args[1:], stdout, stderr)
+		return eventsList(ctx, pool, specs, args[1:], stdout, stderr)
 	case "show":
 		return eventsShow(ctx, pool, args[1:], stdout, stderr)
 	case "replay":
-		proc := server.NewProcessor(cfg, pool, webhooks.NewMetrics(prometheus.NewRegistry()))
-		return eventsReplay(ctx, pool, proc, server.ProvidersBySource(cfg), args[1:], stdout, stderr)
+		return eventsReplay(ctx, cfg, pool, log, args[1:], stdout, stderr)
 	case "prune":
-		return eventsPrune(ctx, pool, args[1:], stdout, stderr)
+		return eventsPrune(ctx, pool, specs, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "unknown events command %q\n%s", args[0], eventsUsage)
+	fmt.Fprintf(stderr, "unknown events command %q\n%s", args[0], eventsUsage(specs))
 	return usageError{"unknown events command"}
 }
 
-// flags parses a subcommand's flags, allowing them before and after the
-// positional arguments.
+// parseFlags parses a subcommand's flags, allowing them before and after
+// the positional arguments.
 func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
 	fs.SetOutput(stderr)
 	var positional []string
@@ -85,24 +91,28 @@ func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, er
 	}
 }
 
-func eventsList(ctx context.Context, q *pgxpool.Pool, args []string, stdout, stderr io.Writer) error {
+func eventsList(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
-	var f webhooks.Filter
-	fs.StringVar(&f.Source, "source", "", "only this source (stripe, github)")
+	var f ops.Filter
+	var state string
+	sources := providers.Sources(specs)
+	fs.StringVar(&f.Source, "source", "", "only this source ("+strings.Join(sources, ", ")+")")
 	fs.StringVar(&f.Type, "type", "", "only this event type")
-	fs.StringVar(&f.State, "status", "", "only events in this state: in_progress, done, failed, parked")
+	fs.StringVar(&state, "status", "", "only events in this state: in_progress, done, failed, parked")
 	fs.DurationVar(&f.OlderThan, "older-than", 0, "only events received longer ago than this (e.g. 1h)")
 	fs.IntVar(&f.Limit, "limit", 50, "at most this many events")
 	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
 	if _, err := parseFlags(fs, args, stderr); err != nil {
 		return err
 	}
-	switch f.State {
-	case "", webhooks.StateDone, webhooks.StateInProgress, webhooks.StateFailed, webhooks.StateParked:
-	default:
-		return usageError{fmt.Sprintf("--status must be in_progress, done, failed or parked, got %q", f.State)}
+	f.State = webhooks.State(state)
+	if state != "" && !slices.Contains(webhooks.States, f.State) {
+		return usageError{fmt.Sprintf("--status must be in_progress, done, failed or parked, got %q", state)}
 	}
-	events, err := webhooks.List(ctx, q, f)
+	if f.Source != "" && !slices.Contains(sources, f.Source) {
+		return usageError{fmt.Sprintf("--source must be one of %s, got %q", strings.Join(sources, ", "), f.Source)}
+	}
+	events, err := ops.List(ctx, q, f)
 	if err != nil {
 		return err
 	}
@@ -138,13 +148,13 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 	if len(keys) != 1 {
 		return usageError{"events show needs one KEY"}
 	}
-	d, err := webhooks.Show(ctx, q, keys[0])
+	d, err := ops.Show(ctx, q, keys[0])
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		out := struct {
-			webhooks.Detail
+			ops.Detail
 			Body json.RawMessage `json:"body"`
 		}{d, json.RawMessage(d.Body)}
 		if !json.Valid(d.Body) {
@@ -154,7 +164,7 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
-	fmt.Fprintf(stdout, "event     %s\nsource    %s\ntype      %s\nid        %s\n", d.Key, d.Source, d.Type, d.EventID)
+	fmt.Fprintf(stdout, "event     %s\nsource    %s\ntype      %s\nid        %s\nvia       %s\n", d.Key, d.Source, d.Type, d.EventID, d.Via)
 	if d.APIVersion != "" {
 		fmt.Fprintf(stdout, "api       %s\n", d.APIVersion)
 	}
@@ -165,10 +175,10 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 	}
 	fmt.Fprintln(stdout, "\nclaims:")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  KEY\tSTATUS\tATTEMPTS\tCLAIMED\tCOMPLETED\tNEXT ATTEMPT\tLAST ERROR")
+	fmt.Fprintln(tw, "  KEY\tSTATUS\tATTEMPTS\tCLAIMED\tCOMPLETED\tNEXT ATTEMPT\tLAST ERROR / REASON")
 	for _, c := range d.Claims {
 		next := "-" // only a step waiting for a retry has a next attempt
-		if c.Status == webhooks.StatusInProgress {
+		if c.Status == string(webhooks.StatusInProgress) {
 			next = ts(c.NextAttemptAt, "-")
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.Key, c.Status, c.Attempts, ts(c.ClaimedAt, "given back"),
@@ -202,11 +212,25 @@ func oneLine(s string) string {
 	return s
 }
 
-func eventsReplay(ctx context.Context, q *pgxpool.Pool, proc *webhooks.Processor, providers map[string]webhooks.Provider, args []string, stdout, stderr io.Writer) error {
+// unconfigured says which of the server's delivery settings this shell
+// lacks: a replay runs steps, and must run them as the server would.
+func unconfigured(cfg config.Config) []string {
+	var missing []string
+	if cfg.SMTPAddr == "" {
+		missing = append(missing, "SMTP_ADDR is unset: emails would be written to "+cfg.MailDir+" instead of sent")
+	}
+	if cfg.FulfillmentURL == "" {
+		missing = append(missing, "FULFILLMENT_URL is unset: fulfillment steps could not run (parked ones would stay parked, new ones be skipped)")
+	}
+	return missing
+}
+
+func eventsReplay(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("events replay", flag.ContinueOnError)
 	parked := fs.Bool("parked", false, "replay every event with something parked")
 	since := fs.Duration("since", 0, "with --parked: only events received within this long (e.g. 24h)")
 	limit := fs.Int("limit", 10000, "with --parked: at most this many events")
+	allow := fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
 	keys, err := parseFlags(fs, args, stderr)
 	if err != nil {
 		return err
@@ -216,20 +240,30 @@ func eventsReplay(ctx context.Context, q *pgxpool.Pool, proc *webhooks.Processor
 		return usageError{"events replay takes KEYs or --parked, not both"}
 	case *parked && *since <= 0:
 		return usageError{"events replay --parked needs --since DURATION (e.g. --since 24h)"}
-	case *parked:
-		if keys, err = webhooks.ParkedSince(ctx, q, *since, *limit); err != nil {
+	case !*parked && len(keys) == 0:
+		return usageError{"events replay needs KEYs or --parked --since DURATION"}
+	}
+	if missing := unconfigured(cfg); len(missing) > 0 && !*allow {
+		return fmt.Errorf("events replay runs steps with this shell's configuration, which lacks the server's:\n  %s\n"+
+			"set them as the server has them, or pass --allow-unconfigured to accept that", strings.Join(missing, "\n  "))
+	}
+	provs, err := server.Providers(cfg)
+	if err != nil {
+		return err
+	}
+	proc := server.NewProcessor(cfg, pool, server.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
+	if *parked {
+		if keys, err = ops.ParkedSince(ctx, pool, *since, *limit); err != nil {
 			return err
 		}
 		fmt.Fprintf(stderr, "%d parked events received in the last %s\n", len(keys), *since)
-	case len(keys) == 0:
-		return usageError{"events replay needs KEYs or --parked --since DURATION"}
 	}
 
-	counts := map[string]int{}
+	counts := map[webhooks.Outcome]int{}
 	var failed int
 	last := time.Now()
 	for i, key := range keys {
-		res, err := proc.Replay(ctx, providers, key)
+		res, err := ops.Replay(ctx, pool, proc, provs, key, "cli", log)
 		switch {
 		case err != nil:
 			failed++
@@ -257,35 +291,77 @@ func eventsReplay(ctx context.Context, q *pgxpool.Pool, proc *webhooks.Processor
 	return nil
 }
 
-func eventsPrune(ctx context.Context, q *pgxpool.Pool, args []string, stdout, stderr io.Writer) error {
+// pruneDefault is the window `events prune` keeps when none is given for a
+// provider: 30 days, or the provider's floor when that is longer.
+const pruneDefault = 30 * 24 * time.Hour
+
+func eventsPrune(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("events prune", flag.ContinueOnError)
-	olderThan := fs.Duration("older-than", 0, "delete done events older than this (e.g. 720h); required")
-	githubOlderThan := fs.Duration("github-older-than", 0, "retention of GitHub keys (default: the longer of --older-than and 2160h)")
+	olderThan := fs.Duration("older-than", 0, "delete done events older than this (e.g. 720h); a provider whose floor is longer keeps its floor")
+	own := map[string]*time.Duration{}
+	for _, s := range specs {
+		own[s.Source] = fs.Duration(s.Source+"-older-than", 0,
+			fmt.Sprintf("window of %s events (default: --older-than, at least %s)", s.Source, s.Retention))
+	}
 	batch := fs.Int("batch", 1000, "events deleted per transaction")
+	dryRun := fs.Bool("dry-run", false, "count what would be deleted; delete nothing")
+	force := fs.Bool("force", false, "accept windows below a provider's floor")
 	if _, err := parseFlags(fs, args, stderr); err != nil {
 		return err
-	}
-	if *olderThan <= 0 {
-		return usageError{"events prune needs --older-than DURATION (e.g. --older-than 720h)"}
 	}
 	if *batch <= 0 {
 		return usageError{"--batch must be positive"}
 	}
-	gh := *githubOlderThan
-	if gh == 0 {
-		gh = max(*olderThan, DefaultGitHubRetention)
+	// Negative windows are refused outright; windows below a floor unless
+	// --force: a key pruned inside the sender's retry window makes its
+	// next retry look new.
+	var problems []string
+	check := func(flagName string, d time.Duration, floor time.Duration) {
+		switch {
+		case d < 0:
+			problems = append(problems, fmt.Sprintf("--%s %s is negative", flagName, d))
+		case d > 0 && d < floor && !*force:
+			problems = append(problems, fmt.Sprintf("--%s %s is shorter than the floor %s (pass --force to go below it)", flagName, d, floor))
+		}
 	}
-	for _, r := range []struct {
-		source string
-		keep   time.Duration
-	}{{"stripe", *olderThan}, {"github", gh}} {
-		res, err := webhooks.Prune(ctx, q, r.source, r.keep, *batch, func(p webhooks.PruneResult) {
-			fmt.Fprintf(stderr, "%s: %d events pruned so far\n", r.source, p.Events)
+	minFloor := time.Duration(1<<63 - 1)
+	for _, s := range specs {
+		minFloor = min(minFloor, s.Retention)
+		check(s.Source+"-older-than", *own[s.Source], s.Retention)
+	}
+	if *olderThan == 0 && !slices.ContainsFunc(specs, func(s webhooks.Spec) bool { return *own[s.Source] > 0 }) {
+		return usageError{"events prune needs --older-than DURATION (e.g. --older-than 720h)"}
+	}
+	check("older-than", *olderThan, minFloor)
+	if len(problems) > 0 {
+		for _, p := range problems {
+			fmt.Fprintln(stderr, "events prune:", p)
+		}
+		return usageError{"events prune: window refused"}
+	}
+
+	verb := "deleted"
+	if *dryRun {
+		verb = "would delete"
+	}
+	for _, s := range specs {
+		window, note := *own[s.Source], ""
+		if window == 0 {
+			window = *olderThan
+			if window == 0 {
+				window = max(pruneDefault, s.Retention)
+			}
+			if window < s.Retention && !*force {
+				window, note = s.Retention, " (its floor)"
+			}
+		}
+		res, err := ops.Prune(ctx, q, s.Source, window, *batch, *dryRun, func(p ops.PruneResult) {
+			fmt.Fprintf(stderr, "%s: %d events pruned so far\n", s.Source, p.Events)
 		})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: deleted %d events (%d claim rows) older than %s\n", r.source, res.Events, res.Claims, r.keep)
+		fmt.Fprintf(stdout, "%s: %s %d events (%d claim rows) older than %s%s\n", s.Source, verb, res.Events, res.Claims, window, note)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // checkout is a paid Checkout Session event of the test's own.
@@ -55,11 +56,11 @@ func mustOK(t *testing.T, res rt.Response) {
 // fulfillment call the API refuses with 422, which parks that step.
 func setup(t *testing.T) (*rt.Receiver, func(args ...string) (string, string, error)) {
 	r := rt.New(t)
-	mustOK(t, r.PostStripe(t, checkout("done1")))
-	mustOK(t, r.PostStripe(t, checkout("done2")))
-	mustOK(t, r.PostStripe(t, invoiceCreated("inv1")))
+	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("done1"), nil))
+	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("done2"), nil))
+	mustOK(t, r.Deliver(t, stripehook.Spec, invoiceCreated("inv1"), nil))
 	r.API.SetStatus(422)
-	mustOK(t, r.PostStripe(t, checkout("bad")))
+	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("bad"), nil))
 	r.API.SetStatus(0)
 	return r, operator(t, r)
 }
@@ -186,12 +187,11 @@ func TestEventsPrune(t *testing.T) {
 	r, events := setup(t)
 	ctx := context.Background()
 	// A GitHub key, and a step left in progress, all made old.
-	mustOK(t, r.PostStripe(t, checkout("stuck")))
+	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("stuck"), nil))
 	if _, err := r.Pool.Exec(ctx, `
 INSERT INTO processed_events (event_key, source, status, completed_at) VALUES ('42:guid-1', 'github', 'done', now());
 UPDATE processed_events SET status = 'in_progress', completed_at = NULL WHERE event_key = 'evt_stuck/fulfillment';
-UPDATE processed_events SET claimed_at = now() - interval '40 days';
-UPDATE webhook_events SET received_at = now() - interval '40 days';`); err != nil {
+UPDATE processed_events SET claimed_at = now() - interval '40 days';`); err != nil {
 		t.Fatal(err)
 	}
 	out, _, err := events("prune", "--older-than", "720h", "--batch", "1")
@@ -219,8 +219,8 @@ UPDATE webhook_events SET received_at = now() - interval '40 days';`); err != ni
 			t.Errorf("%s was not pruned", gone)
 		}
 	}
-	if n := r.Count(t, `SELECT count(*) FROM webhook_events WHERE event_key IN ('evt_done1', 'evt_done2', 'evt_inv1')`); n != 0 {
-		t.Errorf("%d stored bodies of pruned events remain", n)
+	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'evt_done%' OR event_key LIKE 'evt_inv1%'`); n != 0 {
+		t.Errorf("%d claims (and bodies) of pruned events remain", n)
 	}
 	if n := r.Count(t, `SELECT count(*) FROM orders`); n != 4 {
 		t.Errorf("orders = %d: prune must never touch business rows", n)
@@ -228,9 +228,68 @@ UPDATE webhook_events SET received_at = now() - interval '40 days';`); err != ni
 	if _, _, err := events("prune"); err == nil {
 		t.Error("prune without --older-than was accepted")
 	}
-	out, _, _ = events("prune", "--older-than", "720h", "--github-older-than", "720h")
+	out, _, _ = events("prune", "--older-than", "720h", "--github-older-than", "720h", "--force")
 	if !strings.Contains(out, "github: deleted 1 events") {
-		t.Errorf("GitHub key not pruned past its own retention: %q", out)
+		t.Errorf("GitHub key not pruned past its own retention with --force: %q", out)
+	}
+}
+
+// TestEventsPruneRefuses: windows that would make a sender's retry look new
+// are refused before anything is deleted, and --dry-run deletes nothing.
+func TestEventsPruneRefuses(t *testing.T) {
+	r, events := setup(t)
+	if _, err := r.Pool.Exec(context.Background(), `UPDATE processed_events SET claimed_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	before := r.Count(t, `SELECT count(*) FROM processed_events`)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--github-older-than", "-1h", "--older-than", "720h"}, "--github-older-than -1h0m0s is negative"},
+		{[]string{"--older-than", "-1h", "--force"}, "--older-than -1h0m0s is negative"},
+		{[]string{"--older-than", "1s"}, "--older-than 1s is shorter than the floor 72h0m0s"},
+		{[]string{"--older-than", "720h", "--github-older-than", "1h"}, "--github-older-than 1h0m0s is shorter than the floor 2160h0m0s"},
+	} {
+		_, stderr, err := events(append([]string{"prune"}, c.args...)...)
+		if err == nil || exitCode(err) != 2 || !strings.Contains(stderr, c.want) {
+			t.Errorf("prune %v: %v, stderr %q; want refused with %q", c.args, err, stderr, c.want)
+		}
+	}
+	out, _, err := events("prune", "--older-than", "720h", "--dry-run")
+	if err != nil || !strings.Contains(out, "stripe: would delete 3 events (7 claim rows)") {
+		t.Fatalf("dry run: %q, %v", out, err)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM processed_events`); n != before {
+		t.Fatalf("claims %d after refusals and a dry run, want %d", n, before)
+	}
+}
+
+// TestEventsReplayNeedsDeliveryConfig: a replay runs steps, so it refuses
+// a shell without the server's SMTP relay and fulfillment API unless told.
+func TestEventsReplayNeedsDeliveryConfig(t *testing.T) {
+	r, _ := setup(t)
+	bare := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"events", "replay"}, args...),
+			getenv(map[string]string{"DATABASE_URL": r.Config.DatabaseURL, "MAIL_DIR": t.TempDir()}), &out, &errOut)
+		return out.String() + errOut.String(), err
+	}
+	calls := len(r.API.Requests())
+	out, err := bare("evt_bad")
+	if err == nil || !strings.Contains(err.Error(), "SMTP_ADDR is unset") || !strings.Contains(err.Error(), "FULFILLMENT_URL is unset") {
+		t.Fatalf("replay without SMTP_ADDR and FULFILLMENT_URL: %q, %v; want a refusal naming both", out, err)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = 'evt_bad/fulfillment' AND status = 'parked'`); n != 1 {
+		t.Fatal("a refused replay changed the parked step")
+	}
+	out, err = bare("evt_bad", "--allow-unconfigured")
+	if err != nil || !strings.Contains(out, "evt_bad: duplicate") {
+		t.Fatalf("replay --allow-unconfigured: %q, %v", out, err)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = 'evt_bad/fulfillment' AND status = 'parked'`); n != 1 ||
+		len(r.API.Requests()) != calls {
+		t.Fatal("without a fulfillment API the parked step must stay parked, and not be called")
 	}
 }
 

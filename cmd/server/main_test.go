@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 )
 
@@ -41,15 +43,20 @@ func TestMigrateCommand(t *testing.T) {
 		err := run(context.Background(), args, env, &out, &errOut)
 		return out.String() + errOut.String(), err
 	}
+	latest, err := db.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := func(n uint) string { return fmt.Sprintf("schema version %d", n) }
 	steps := []struct {
 		args []string
 		want string
 	}{
-		{[]string{"migrate", "version"}, "schema version 2 (latest 2)"},
-		{[]string{"migrate", "down", "2"}, "schema version 0"},
-		{[]string{"migrate", "up"}, "schema version 2"},
-		{[]string{"migrate", "down", "1"}, "schema version 1"},
-		{[]string{"migrate", "up"}, "schema version 2"},
+		{[]string{"migrate", "version"}, fmt.Sprintf("schema version %d (latest %d)", latest, latest)},
+		{[]string{"migrate", "down", fmt.Sprint(latest)}, "schema version 0"},
+		{[]string{"migrate", "up"}, v(latest)},
+		{[]string{"migrate", "down", "1"}, v(latest - 1)},
+		{[]string{"migrate", "up"}, v(latest)},
 	}
 	for _, s := range steps {
 		out, err := cmd(s.args...)

@@ -1,5 +1,7 @@
 // Package config reads the receiver's configuration from the environment,
-// validates all of it at once, and logs it with secrets masked.
+// validates all of it at once, and logs it with secrets masked. The
+// variables of each webhook provider come from its webhooks.Spec, so this
+// package names none of them.
 package config
 
 import (
@@ -8,46 +10,89 @@ import (
 	"log/slog"
 	"net"
 	"net/mail"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Config is the receiver's whole configuration. The zero values of optional
 // fields mean "off", as the README's configuration table says.
 type Config struct {
-	DatabaseURL     string
-	HTTPAddr        string
-	StripeSecrets   []string
-	GitHubSecrets   []string
-	LeaseDuration   time.Duration
-	SMTPAddr        string
-	SMTPUsername    string
-	SMTPPassword    string
-	MailDir         string
-	MailFrom        string
-	NotifyEmail     string
-	FulfillmentURL  string
-	MaxBodyBytes    int64
-	RedriveInterval time.Duration
-	MaxStepAttempts int
-	ShutdownTimeout time.Duration
-	DBMaxConns      int32
-	LogLevel        slog.Level
+	DatabaseURL string
+	HTTPAddr    string
+	MetricsAddr string // "" serves /metrics on HTTPAddr
+	AdminAddr   string // "" runs no console
+	AdminToken  string
+
+	// Providers holds each registered provider's configuration, by source.
+	Providers map[string]Provider
+
+	LeaseDuration      time.Duration
+	StepTimeout        time.Duration
+	SMTPAddr           string
+	SMTPUsername       string
+	SMTPPassword       string
+	MailDir            string
+	MailFrom           string
+	NotifyEmail        string
+	FulfillmentURL     string
+	MaxBodyBytes       int64
+	MaxInflight        int
+	TrustedProxies     []netip.Prefix
+	RedriveInterval    time.Duration
+	RedriveParallelism int
+	MaxStepAttempts    int
+	ReconcileInterval  time.Duration // 0: no periodic reconciliation
+	ShutdownTimeout    time.Duration
+	DBMaxConns         int32
+	LogLevel           slog.Level
+
+	specs []webhooks.Spec
 }
 
-// Defaults, as documented in the README.
+// Provider is one provider's configuration.
+type Provider struct {
+	Secrets []string          // its Spec.Secret, split
+	Vars    map[string]string // its Spec.Vars, defaults applied
+}
+
+// Settings are what the provider's Spec.New receives.
+func (c Config) Settings(source string) webhooks.Settings {
+	p := c.Providers[source]
+	return webhooks.Settings{
+		Secrets:     p.Secrets,
+		NotifyEmail: c.NotifyEmail,
+		Env:         func(name string) string { return p.Vars[name] },
+	}
+}
+
+// Specs are the providers this configuration was loaded with.
+func (c Config) Specs() []webhooks.Spec { return c.specs }
+
+// Var returns the value of one of a provider's variables (any source).
+func (c Config) Var(name string) string {
+	for _, p := range c.Providers {
+		if v, ok := p.Vars[name]; ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Defaults, as documented in the README. Those the processor shares come
+// from webhooks.Defaults.
 const (
 	DefaultHTTPAddr        = ":8080"
-	DefaultLease           = 5 * time.Minute
 	DefaultMailDir         = "./var/mail"
 	DefaultMailFrom        = "Payments <payments@localhost>"
 	DefaultMaxBodyBytes    = 1 << 20
-	DefaultRedriveInterval = 10 * time.Second
-	DefaultMaxStepAttempts = 10
+	DefaultMaxInflight     = 256
 	DefaultShutdownTimeout = 45 * time.Second
 	// DefaultDBMaxConns: durable commits need concurrency to share their
 	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
@@ -55,30 +100,59 @@ const (
 )
 
 // Load reads the configuration through getenv (os.Getenv in production, a
-// map in tests). It reports every problem at once, each naming its variable.
-func Load(getenv func(string) string) (Config, error) {
+// map in tests), with the variables of every provider in specs. It reports
+// every problem at once, each naming its variable.
+func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	l := loader{getenv: getenv}
+	d := webhooks.Defaults
 	c := Config{
-		DatabaseURL:     l.str("DATABASE_URL", ""),
-		HTTPAddr:        l.str("HTTP_ADDR", DefaultHTTPAddr),
-		StripeSecrets:   l.list("STRIPE_WEBHOOK_SECRET"),
-		GitHubSecrets:   l.list("GITHUB_WEBHOOK_SECRET"),
-		LeaseDuration:   l.duration("LEASE_DURATION", DefaultLease),
-		SMTPAddr:        l.str("SMTP_ADDR", ""),
-		SMTPUsername:    l.str("SMTP_USERNAME", ""),
-		SMTPPassword:    l.str("SMTP_PASSWORD", ""),
-		MailDir:         l.str("MAIL_DIR", DefaultMailDir),
-		MailFrom:        l.str("MAIL_FROM", DefaultMailFrom),
-		NotifyEmail:     l.str("NOTIFY_EMAIL", ""),
-		FulfillmentURL:  strings.TrimRight(l.str("FULFILLMENT_URL", ""), "/"),
-		MaxBodyBytes:    int64(l.integer("MAX_BODY_BYTES", DefaultMaxBodyBytes)),
-		RedriveInterval: l.duration("REDRIVE_INTERVAL", DefaultRedriveInterval),
-		MaxStepAttempts: l.integer("MAX_STEP_ATTEMPTS", DefaultMaxStepAttempts),
-		ShutdownTimeout: l.duration("SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
-		DBMaxConns:      int32(l.integer("DB_MAX_CONNS", DefaultDBMaxConns)),
+		DatabaseURL:        l.str("DATABASE_URL", ""),
+		HTTPAddr:           l.str("HTTP_ADDR", DefaultHTTPAddr),
+		MetricsAddr:        l.str("METRICS_ADDR", ""),
+		AdminAddr:          l.str("ADMIN_ADDR", ""),
+		AdminToken:         l.str("ADMIN_TOKEN", ""),
+		LeaseDuration:      l.duration("LEASE_DURATION", d.Lease),
+		SMTPAddr:           l.str("SMTP_ADDR", ""),
+		SMTPUsername:       l.str("SMTP_USERNAME", ""),
+		SMTPPassword:       l.str("SMTP_PASSWORD", ""),
+		MailDir:            l.str("MAIL_DIR", DefaultMailDir),
+		MailFrom:           l.str("MAIL_FROM", DefaultMailFrom),
+		NotifyEmail:        l.str("NOTIFY_EMAIL", ""),
+		FulfillmentURL:     strings.TrimRight(l.str("FULFILLMENT_URL", ""), "/"),
+		MaxBodyBytes:       int64(l.integer("MAX_BODY_BYTES", DefaultMaxBodyBytes)),
+		MaxInflight:        l.integer("MAX_INFLIGHT", DefaultMaxInflight),
+		RedriveInterval:    l.duration("REDRIVE_INTERVAL", d.Backoff),
+		RedriveParallelism: l.integer("REDRIVE_PARALLELISM", d.RedriveParallelism),
+		MaxStepAttempts:    l.integer("MAX_STEP_ATTEMPTS", d.MaxAttempts),
+		ReconcileInterval:  l.duration("RECONCILE_INTERVAL", 0),
+		ShutdownTimeout:    l.duration("SHUTDOWN_TIMEOUT", DefaultShutdownTimeout),
+		DBMaxConns:         int32(l.integer("DB_MAX_CONNS", DefaultDBMaxConns)),
+		Providers:          map[string]Provider{},
+		specs:              specs,
 	}
+	c.StepTimeout = l.duration("STEP_TIMEOUT", webhooks.StepTimeout(c.LeaseDuration))
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
+	}
+	for _, s := range specs {
+		p := Provider{Secrets: l.list(s.Secret.Name), Vars: map[string]string{}}
+		for i, v := range p.Secrets {
+			if s.Secret.Check != nil {
+				if err := s.Secret.Check(v); err != nil {
+					l.fail(s.Secret.Name, fmt.Sprintf("secret %d %v", i+1, err))
+				}
+			}
+		}
+		for _, v := range s.Vars {
+			val := l.str(v.Name, v.Default)
+			if val != "" && v.Check != nil {
+				if err := v.Check(val); err != nil {
+					l.fail(v.Name, err.Error())
+				}
+			}
+			p.Vars[v.Name] = val
+		}
+		c.Providers[s.Source] = p
 	}
 
 	if c.DatabaseURL == "" {
@@ -86,21 +160,44 @@ func Load(getenv func(string) string) (Config, error) {
 	} else if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
 		l.fail("DATABASE_URL", "is not a PostgreSQL connection URL")
 	}
-	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		l.fail("HTTP_ADDR", fmt.Sprintf("must be host:port or :port, got %q", c.HTTPAddr))
-	}
-	for i, s := range c.StripeSecrets {
-		if !strings.HasPrefix(s, "whsec_") {
-			l.fail("STRIPE_WEBHOOK_SECRET", fmt.Sprintf("secret %d does not start with whsec_ (use the endpoint's signing secret, or `stripe listen --print-secret`)", i+1))
+	for _, a := range []struct{ name, value string }{{"HTTP_ADDR", c.HTTPAddr}, {"METRICS_ADDR", c.MetricsAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
+		if a.value == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a.value); err != nil {
+			l.fail(a.name, fmt.Sprintf("must be host:port or :port, got %q", a.value))
 		}
 	}
-	for i, s := range c.GitHubSecrets {
-		if len(s) < 8 {
-			l.fail("GITHUB_WEBHOOK_SECRET", fmt.Sprintf("secret %d is shorter than 8 characters", i+1))
+	if c.MetricsAddr != "" && c.MetricsAddr == c.HTTPAddr {
+		l.fail("METRICS_ADDR", "must differ from HTTP_ADDR (unset it to serve /metrics on HTTP_ADDR)")
+	}
+	if c.AdminAddr != "" {
+		switch {
+		case c.AdminAddr == c.HTTPAddr || c.AdminAddr == c.MetricsAddr:
+			l.fail("ADMIN_ADDR", "must differ from HTTP_ADDR and METRICS_ADDR: the console never shares the public listener")
+		case len(c.AdminToken) < 16:
+			l.fail("ADMIN_TOKEN", "must be set, at least 16 characters, when ADMIN_ADDR is set")
 		}
+	}
+	for _, p := range l.list("TRUSTED_PROXIES") {
+		pfx, err := netip.ParsePrefix(p)
+		if err != nil {
+			if a, aerr := netip.ParseAddr(p); aerr == nil {
+				pfx, err = a.Prefix(a.BitLen())
+			}
+		}
+		if err != nil {
+			l.fail("TRUSTED_PROXIES", fmt.Sprintf("%q is not a CIDR (10.0.0.0/8) or an address", p))
+			continue
+		}
+		c.TrustedProxies = append(c.TrustedProxies, pfx.Masked())
 	}
 	if c.LeaseDuration < time.Second {
 		l.fail("LEASE_DURATION", "must be at least 1s")
+	} else if c.StepTimeout <= 0 {
+		l.fail("STEP_TIMEOUT", "must be positive")
+	} else if msg := webhooks.CheckLease(c.LeaseDuration, c.StepTimeout); msg != "" {
+		l.errs = append(l.errs, errors.New(msg))
 	}
 	if c.SMTPAddr != "" {
 		if _, _, err := net.SplitHostPort(c.SMTPAddr); err != nil {
@@ -127,11 +224,20 @@ func Load(getenv func(string) string) (Config, error) {
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
+	if c.MaxInflight < 1 {
+		l.fail("MAX_INFLIGHT", "must be at least 1")
+	}
 	if c.RedriveInterval < 100*time.Millisecond {
 		l.fail("REDRIVE_INTERVAL", "must be at least 100ms")
 	}
+	if c.RedriveParallelism < 1 || c.RedriveParallelism > 256 {
+		l.fail("REDRIVE_PARALLELISM", "must be between 1 and 256")
+	}
 	if c.MaxStepAttempts < 1 {
 		l.fail("MAX_STEP_ATTEMPTS", "must be at least 1")
+	}
+	if c.ReconcileInterval < 0 || (c.ReconcileInterval > 0 && c.ReconcileInterval < time.Minute) {
+		l.fail("RECONCILE_INTERVAL", "must be at least 1m (or unset: no periodic reconciliation)")
 	}
 	if c.ShutdownTimeout <= 0 {
 		l.fail("SHUTDOWN_TIMEOUT", "must be positive")
@@ -155,15 +261,41 @@ func (c Config) MailDomain() string {
 	return "localhost"
 }
 
+// Processor is the processor's share of the configuration.
+func (c Config) Processor() webhooks.Options {
+	return webhooks.Options{
+		Lease:              c.LeaseDuration,
+		StepTimeout:        c.StepTimeout,
+		MaxAttempts:        c.MaxStepAttempts,
+		Backoff:            c.RedriveInterval,
+		RedriveParallelism: c.RedriveParallelism,
+	}
+}
+
 // LogValue implements slog.LogValuer: the effective configuration with
 // every secret masked.
 func (c Config) LogValue() slog.Value {
-	return slog.GroupValue(
+	attrs := []slog.Attr{
 		slog.String("DATABASE_URL", maskURL(c.DatabaseURL)),
 		slog.String("HTTP_ADDR", c.HTTPAddr),
-		slog.String("STRIPE_WEBHOOK_SECRET", maskList(c.StripeSecrets)),
-		slog.String("GITHUB_WEBHOOK_SECRET", maskList(c.GitHubSecrets)),
+		slog.String("METRICS_ADDR", c.MetricsAddr),
+		slog.String("ADMIN_ADDR", c.AdminAddr),
+		slog.String("ADMIN_TOKEN", mask(c.AdminToken)),
+	}
+	for _, s := range c.specs {
+		p := c.Providers[s.Source]
+		attrs = append(attrs, slog.String(s.Secret.Name, maskList(s.Secret, p.Secrets)))
+		for _, v := range s.Vars {
+			attrs = append(attrs, slog.String(v.Name, v.Masked(p.Vars[v.Name])))
+		}
+	}
+	proxies := make([]string, len(c.TrustedProxies))
+	for i, p := range c.TrustedProxies {
+		proxies[i] = p.String()
+	}
+	attrs = append(attrs,
 		slog.String("LEASE_DURATION", c.LeaseDuration.String()),
+		slog.String("STEP_TIMEOUT", c.StepTimeout.String()),
 		slog.String("SMTP_ADDR", c.SMTPAddr),
 		slog.String("SMTP_USERNAME", c.SMTPUsername),
 		slog.String("SMTP_PASSWORD", mask(c.SMTPPassword)),
@@ -172,12 +304,17 @@ func (c Config) LogValue() slog.Value {
 		slog.String("NOTIFY_EMAIL", c.NotifyEmail),
 		slog.String("FULFILLMENT_URL", maskURL(c.FulfillmentURL)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
+		slog.Int("MAX_INFLIGHT", c.MaxInflight),
+		slog.String("TRUSTED_PROXIES", strings.Join(proxies, ",")),
 		slog.String("REDRIVE_INTERVAL", c.RedriveInterval.String()),
+		slog.Int("REDRIVE_PARALLELISM", c.RedriveParallelism),
 		slog.Int("MAX_STEP_ATTEMPTS", c.MaxStepAttempts),
+		slog.String("RECONCILE_INTERVAL", c.ReconcileInterval.String()),
 		slog.String("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String()),
 		slog.Int("DB_MAX_CONNS", int(c.DBMaxConns)),
 		slog.String("LOG_LEVEL", c.LogLevel.String()),
 	)
+	return slog.GroupValue(attrs...)
 }
 
 func mask(s string) string {
@@ -187,19 +324,15 @@ func mask(s string) string {
 	return "****"
 }
 
-// maskList shows how many secrets there are and a hint of each that is
-// safe to log: the whsec_ prefix at most.
-func maskList(secrets []string) string {
+// maskList shows how many secrets there are and what is safe to log of
+// each (a prefix at most).
+func maskList(v webhooks.Var, secrets []string) string {
 	if len(secrets) == 0 {
 		return "(unset)"
 	}
 	out := make([]string, len(secrets))
 	for i, s := range secrets {
-		if strings.HasPrefix(s, "whsec_") {
-			out[i] = "whsec_****"
-		} else {
-			out[i] = "****"
-		}
+		out[i] = v.Masked(s)
 	}
 	return strings.Join(out, ",")
 }

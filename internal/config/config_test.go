@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/providers"
 )
 
 func env(kv map[string]string) func(string) string {
@@ -21,7 +23,7 @@ func valid() map[string]string {
 
 func TestLoad(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
-		c, err := Load(env(valid()))
+		c, err := Load(env(valid()), providers.All())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -29,8 +31,11 @@ func TestLoad(t *testing.T) {
 			c.MailDir != "./var/mail" || c.SMTPAddr != "" || c.FulfillmentURL != "" {
 			t.Fatalf("defaults not applied: %+v", c)
 		}
-		if len(c.StripeSecrets) != 2 || c.StripeSecrets[1] != "whsec_old" {
-			t.Errorf("secret list = %q, want two trimmed secrets", c.StripeSecrets)
+		if s := c.Providers["stripe"].Secrets; len(s) != 2 || s[1] != "whsec_old" {
+			t.Errorf("secret list = %q, want two trimmed secrets", s)
+		}
+		if c.MaxInflight != 256 || c.MetricsAddr != "" || len(c.TrustedProxies) != 0 || c.StepTimeout != 30*time.Second {
+			t.Errorf("defaults of MAX_INFLIGHT, METRICS_ADDR, TRUSTED_PROXIES, STEP_TIMEOUT not applied: %+v", c)
 		}
 		if c.MailDomain() != "localhost" {
 			t.Errorf("MailDomain = %q", c.MailDomain())
@@ -53,12 +58,19 @@ func TestLoad(t *testing.T) {
 		{"ErrMaxBodyNotNumber", "MAX_BODY_BYTES", "1MB", "MAX_BODY_BYTES must be a whole number"},
 		{"ErrHTTPAddr", "HTTP_ADDR", "8080", "HTTP_ADDR must be host:port"},
 		{"ErrLogLevel", "LOG_LEVEL", "loud", "LOG_LEVEL must be"},
+		{"ErrGitHubSecretShort", "GITHUB_WEBHOOK_SECRET", "short", "GITHUB_WEBHOOK_SECRET secret 1 is shorter than 8"},
+		{"ErrMaxInflight", "MAX_INFLIGHT", "0", "MAX_INFLIGHT must be at least 1"},
+		{"ErrTrustedProxies", "TRUSTED_PROXIES", "10.0.0.0/8, proxy.example.com", "TRUSTED_PROXIES \"proxy.example.com\" is not a CIDR"},
+		{"ErrMetricsAddr", "METRICS_ADDR", "9090", "METRICS_ADDR must be host:port"},
+		{"ErrStepTimeoutOverLease", "STEP_TIMEOUT", "5m", "LEASE_DURATION 5m0s is not longer than the step timeout (5m0s)"},
+		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
+		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
 			e := valid()
 			e[c.key] = c.value
-			_, err := Load(env(e))
+			_, err := Load(env(e), providers.All())
 			if err == nil || !strings.Contains(err.Error(), c.wantMsg) {
 				t.Fatalf("error = %v, want it to say %q", err, c.wantMsg)
 			}
@@ -66,7 +78,7 @@ func TestLoad(t *testing.T) {
 	}
 
 	t.Run("EveryProblemAtOnce", func(t *testing.T) {
-		_, err := Load(env(map[string]string{"LEASE_DURATION": "x", "SMTP_ADDR": "nope"}))
+		_, err := Load(env(map[string]string{"LEASE_DURATION": "x", "SMTP_ADDR": "nope"}), providers.All())
 		for _, name := range []string{"DATABASE_URL", "LEASE_DURATION", "SMTP_ADDR"} {
 			if err == nil || !strings.Contains(err.Error(), name) {
 				t.Errorf("error %v does not name %s", err, name)
@@ -79,7 +91,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	e := valid()
 	e["SMTP_USERNAME"], e["SMTP_PASSWORD"] = "mailer", "smtp-pass-123"
 	e["FULFILLMENT_URL"] = "https://shop:api-token-456@fulfil.example.com"
-	c, err := Load(env(e))
+	c, err := Load(env(e), providers.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,6 +107,34 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		if !strings.Contains(out, shown) {
 			t.Errorf("log line lacks %q: %s", shown, out)
 		}
+	}
+}
+
+// TestLeaseShorterThanAStep: a lease that a live worker could outlive (a
+// step's timeout plus the time to record its result) is refused at
+// start-up, with the figures.
+func TestLeaseShorterThanAStep(t *testing.T) {
+	e := valid()
+	e["LEASE_DURATION"], e["STEP_TIMEOUT"] = "20s", "18s"
+	_, err := Load(env(e), providers.All())
+	if err == nil || !strings.Contains(err.Error(), "plus the time allowed to record a completion (5s)") {
+		t.Fatalf("error = %v, want the lease refused with the figures", err)
+	}
+	e["STEP_TIMEOUT"] = "10s"
+	if _, err := Load(env(e), providers.All()); err != nil {
+		t.Fatalf("a 20s lease with a 10s step timeout: %v", err)
+	}
+}
+
+func TestTrustedProxies(t *testing.T) {
+	e := valid()
+	e["TRUSTED_PROXIES"] = "10.1.0.0/16, 192.0.2.7"
+	c, err := Load(env(e), providers.All())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.TrustedProxies) != 2 || c.TrustedProxies[0].String() != "10.1.0.0/16" || c.TrustedProxies[1].String() != "192.0.2.7/32" {
+		t.Fatalf("TrustedProxies = %v", c.TrustedProxies)
 	}
 }
 

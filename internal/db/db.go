@@ -131,3 +131,30 @@ func LatestVersion() (uint, error) {
 	}
 	return latest, nil
 }
+
+// Readiness is what Ready found.
+type Readiness struct {
+	Version uint // the schema version in the database
+	Want    uint // the latest version this binary embeds
+	Dirty   bool // a migration failed half-way
+}
+
+// Current reports whether the schema is the one this binary embeds.
+func (r Readiness) Current() bool { return !r.Dirty && r.Version == r.Want }
+
+// Ready reads the schema version through pool (one short query): the
+// database answers, and its schema is current or not. An error means the
+// database did not answer.
+func Ready(ctx context.Context, pool *pgxpool.Pool) (Readiness, error) {
+	want, err := LatestVersion()
+	if err != nil {
+		return Readiness{}, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	r := Readiness{Want: want}
+	var version int64
+	if err := pool.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&version, &r.Dirty); err != nil {
+		return Readiness{}, fmt.Errorf("read schema version: %w", err)
+	}
+	r.Version = uint(version)
+	return r, nil
+}

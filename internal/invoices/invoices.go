@@ -2,16 +2,10 @@
 // invoice is unique by its Stripe id and only ever moves forward: pending to
 // paid, never back, whatever order its events arrive in.
 //
-// The functions take a Querier so that the webhook processor can run them
-// inside the same transaction as the event's claim.
+// Writes are queued on the event's transaction (a webhooks.Plan), and what
+// a provider must know of their effect it asks in SQL with the conditions
+// below, which look at the rows this very transaction wrote.
 package invoices
-
-import (
-	"context"
-	"fmt"
-
-	"github.com/jackc/pgx/v5/pgconn"
-)
 
 // Statuses of an invoice.
 const (
@@ -19,9 +13,9 @@ const (
 	StatusPaid    = "paid"
 )
 
-// Querier is what the functions here need of a connection or transaction.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+// Queue is where writes go: the event's transaction (*webhooks.Plan).
+type Queue interface {
+	Exec(sql string, args ...any)
 }
 
 // Invoice is a Stripe invoice as this receiver keeps it.
@@ -44,44 +38,48 @@ func invoiceArgs(inv Invoice, status string) []any {
 }
 
 // EnsurePending creates the invoice as pending if it does not exist. An
-// invoice that exists, paid or not, is left alone. It reports whether this
-// call created it.
-func EnsurePending(ctx context.Context, q Querier, inv Invoice) (bool, error) {
-	tag, err := q.Exec(ctx, insertSQL+`ON CONFLICT (stripe_invoice_id) DO NOTHING`,
-		invoiceArgs(inv, StatusPending)...)
-	if err != nil {
-		return false, fmt.Errorf("insert invoice %s: %w", inv.StripeInvoiceID, err)
-	}
-	return tag.RowsAffected() == 1, nil
+// invoice that exists, paid or not, is left alone.
+func EnsurePending(q Queue, inv Invoice) {
+	q.Exec(insertSQL+`ON CONFLICT (stripe_invoice_id) DO NOTHING`, invoiceArgs(inv, StatusPending)...)
 }
 
 // MarkPaid moves the invoice from pending to paid, or creates it paid when
-// its paid event arrives first. It reports whether this call changed it.
-func MarkPaid(ctx context.Context, q Querier, inv Invoice) (bool, error) {
-	tag, err := q.Exec(ctx, insertSQL+`
+// its paid event arrives first.
+func MarkPaid(q Queue, inv Invoice) {
+	q.Exec(insertSQL+`
 ON CONFLICT (stripe_invoice_id) DO UPDATE
     SET status = 'paid', amount_paid = EXCLUDED.amount_paid,
         customer_email = coalesce(invoices.customer_email, EXCLUDED.customer_email),
         updated_at = now()
     WHERE invoices.status = 'pending'`, invoiceArgs(inv, StatusPaid)...)
-	if err != nil {
-		return false, fmt.Errorf("mark invoice %s paid: %w", inv.StripeInvoiceID, err)
-	}
-	return tag.RowsAffected() == 1, nil
 }
 
 // RecordPaymentFailure records one failed payment attempt, once per event,
-// creating the invoice as pending if it is not known yet. It reports whether
-// the attempt was new.
-func RecordPaymentFailure(ctx context.Context, q Querier, eventID string, inv Invoice, attempt int) (bool, error) {
-	if _, err := EnsurePending(ctx, q, inv); err != nil {
-		return false, err
-	}
-	tag, err := q.Exec(ctx, `
+// creating the invoice as pending if it is not known yet.
+func RecordPaymentFailure(q Queue, eventID string, inv Invoice, attempt int) {
+	EnsurePending(q, inv)
+	q.Exec(`
 INSERT INTO invoice_payment_failures (provider_event_id, stripe_invoice_id, attempt_count, amount_due)
 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, eventID, inv.StripeInvoiceID, attempt, inv.AmountDue)
-	if err != nil {
-		return false, fmt.Errorf("record failed payment of invoice %s: %w", inv.StripeInvoiceID, err)
-	}
-	return tag.RowsAffected() == 1, nil
+}
+
+// mine is true of a row this transaction wrote (inserted or updated).
+const mine = `xmin = pg_current_xact_id()::xid`
+
+// BecamePaid is a step condition (webhooks.Plan.StepIf): it holds when this
+// transaction moved the invoice to paid (or created it paid).
+func BecamePaid(invoiceID string) (string, []any) {
+	return `SELECT NULL::jsonb FROM invoices i WHERE i.stripe_invoice_id = $1 AND i.status = 'paid' AND i.` + mine,
+		[]any{invoiceID}
+}
+
+// FailureToDun is a step condition: it holds when this transaction
+// recorded the event's failed attempt and the invoice is not paid (a
+// failure that arrives after the invoice was paid asks nothing of the
+// customer).
+func FailureToDun(eventID, invoiceID string) (string, []any) {
+	return `SELECT NULL::jsonb FROM invoice_payment_failures f
+WHERE f.provider_event_id = $1 AND f.` + mine + `
+  AND NOT EXISTS (SELECT 1 FROM invoices i WHERE i.stripe_invoice_id = $2 AND i.status = 'paid')`,
+		[]any{eventID, invoiceID}
 }

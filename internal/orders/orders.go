@@ -1,11 +1,15 @@
 // Package orders holds orders and their state machine, and the SQL that
 // writes them. Every write here is safe to run twice: an order is unique by
 // the event that created it (uq_orders_event) and by its business key per
-// source (uq_orders_external), and every state change is a conditional
-// update from the state it leaves.
+// source (uq_orders_external), every state change is a conditional update
+// from the state it leaves, and, where events carry a position (GitHub
+// Marketplace's effective_date), an older event changes nothing.
 //
-// The functions take a Querier so that the webhook processor can run them
-// inside the same transaction as the event's claim.
+// Writes are queued on the event's transaction (a webhooks.Plan): they are
+// sent with the event's claim in one round trip, so nothing here reads a
+// result. What a provider must know of a write's effect, to plan a step,
+// it asks in SQL with the conditions below (Changed, RefundRecorded), which
+// look at the rows this very transaction wrote.
 package orders
 
 import (
@@ -13,9 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // Statuses of an order.
@@ -30,26 +34,201 @@ const (
 // ErrNotFound is returned when no order matches.
 var ErrNotFound = errors.New("order not found")
 
-// Querier is what the functions here need of a connection or transaction;
-// pgx.Tx and *pgxpool.Pool satisfy it.
-type Querier interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+// Queue is where writes go: the event's transaction (*webhooks.Plan).
+type Queue interface {
+	Exec(sql string, args ...any)
 }
 
-// Order is one purchase, whatever its source.
+// Order is one purchase, whatever its source. Its JSON form is the one
+// conditions put in a step's payload ("order"), which the email and
+// fulfillment steps read.
 type Order struct {
-	ID              int64
-	Source          string // "stripe", "github_marketplace", "github_sponsors"
-	ProviderEventID string // the event that created the order
-	ExternalID      string // Checkout Session id, marketplace account, sponsorship node id
+	ID              int64  `json:"id"`
+	Source          string `json:"source"`            // "stripe", "github_marketplace", "github_sponsors", "paddle"
+	ProviderEventID string `json:"provider_event_id"` // the event that created the order
+	ExternalID      string `json:"external_id"`       // Checkout Session id, marketplace account, sponsorship node id, transaction id
+	PaymentIntentID string `json:"payment_intent_id,omitempty"`
+	Status          string `json:"status"`
+	AmountCents     int64  `json:"amount_cents"`
+	Currency        string `json:"currency"`
+	CustomerEmail   string `json:"customer_email,omitempty"`
+	Plan            string `json:"plan,omitempty"`
+}
+
+// Position places an event in the life of an order: its time, then its
+// rank among events of the same time (purchased < changed < cancelled).
+// An event whose position is older than the last one applied to the order
+// changes nothing. The zero Position has no place and is always applied.
+type Position struct {
+	At   time.Time
+	Rank int
+}
+
+func (p Position) args() (any, any) {
+	if p.At.IsZero() {
+		return nil, nil
+	}
+	return p.At, p.Rank
+}
+
+// notOlder is the forward-only condition of a conditional write, on the
+// order aliased orders, with the position's placeholders.
+func notOlder(at, rank string) string {
+	return `(` + at + `::timestamptz IS NULL OR orders.effective_at IS NULL
+      OR (orders.effective_at, orders.effective_rank) <= (` + at + `::timestamptz, ` + rank + `::smallint))`
+}
+
+// lockSQL serialises, until the transaction ends, the writers of one order
+// (its business key) and of the refunds of one payment intent. Under READ
+// COMMITTED two transactions could otherwise each miss the other's
+// uncommitted row: a refund that finds no order yet while that order is
+// being inserted paid, or two copies of one purchase that both insert. The
+// locks are taken in key order, so writers never deadlock on them.
+const lockSQL = `
+SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k ORDER BY k`
+
+func lock(q Queue, keys ...string) {
+	ks := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if !strings.HasSuffix(k, ":") {
+			ks = append(ks, k)
+		}
+	}
+	q.Exec(lockSQL, ks)
+}
+
+func (o Order) lockKeys() []string {
+	return []string{"order:" + o.Source + ":" + o.ExternalID, "payment_intent:" + o.PaymentIntentID}
+}
+
+// insertSQL inserts an order from the arguments of orderArgs, unless the
+// event already made one (a copy of the event, another hook's, a replay
+// past emptied claims). An order paid for a payment intent that was
+// already refunded starts refunded: the refund event may arrive before the
+// order's own event.
+const insertSQL = `
+INSERT INTO orders (source, provider_event_id, external_id, payment_intent_id, status,
+                    amount_cents, currency, customer_email, plan, effective_at, effective_rank)
+SELECT $1, $2, $3, NULLIF($4, ''),
+       CASE WHEN $5 = 'paid' AND $4 <> ''
+                 AND EXISTS (SELECT 1 FROM refunds WHERE payment_intent_id = $4)
+            THEN 'refunded' ELSE $5 END,
+       $6, $7, NULLIF($8, ''), NULLIF($9, ''), $10::timestamptz, $11::smallint
+WHERE NOT EXISTS (SELECT 1 FROM orders WHERE provider_event_id = $2)
+`
+
+func orderArgs(o Order, pos Position) []any {
+	at, rank := pos.args()
+	return []any{o.Source, o.ProviderEventID, o.ExternalID, o.PaymentIntentID, o.Status,
+		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank}
+}
+
+// Create inserts o, with pos as its last event, unless an order already
+// exists for its event or its business key. It is also what an event that
+// ends an order (a cancellation) leaves when the order's own events have
+// not arrived, so that they, older, change nothing when they do.
+func Create(q Queue, o Order, pos Position) {
+	lock(q, o.lockKeys()...)
+	q.Exec(insertSQL+`ON CONFLICT DO NOTHING`, orderArgs(o, pos)...)
+}
+
+// Upsert moves the order with o's business key from one of the states in
+// from to o.Status, taking o's amount, currency and plan, or creates it in
+// o.Status when it does not exist yet (an event that arrives before the one
+// that normally creates the order, or a purchase after a cancellation).
+// With a position, an order whose last event is newer is left alone.
+func Upsert(q Queue, o Order, pos Position, from ...string) {
+	const sql = insertSQL + `
+ON CONFLICT (source, external_id) DO UPDATE
+    SET status = EXCLUDED.status,
+        amount_cents = EXCLUDED.amount_cents,
+        currency = EXCLUDED.currency,
+        plan = coalesce(EXCLUDED.plan, orders.plan),
+        payment_intent_id = coalesce(orders.payment_intent_id, EXCLUDED.payment_intent_id),
+        customer_email = coalesce(orders.customer_email, EXCLUDED.customer_email),
+        effective_at = coalesce(EXCLUDED.effective_at, orders.effective_at),
+        effective_rank = coalesce(EXCLUDED.effective_rank, orders.effective_rank),
+        updated_at = now()
+    WHERE orders.status = ANY ($12) AND `
+	lock(q, o.lockKeys()...)
+	q.Exec(sql+notOlder("$10", "$11"), append(orderArgs(o, pos), from)...)
+}
+
+// Transition moves the order with the business key from state from to
+// state to, unless its last event is newer than pos. An order in any other
+// state, or none, is left alone.
+func Transition(q Queue, source, externalID, from, to string, pos Position) {
+	at, rank := pos.args()
+	q.Exec(`
+UPDATE orders SET status = $4, updated_at = now(),
+       effective_at = coalesce($5::timestamptz, effective_at), effective_rank = coalesce($6::smallint, effective_rank)
+WHERE source = $1 AND external_id = $2 AND status = $3 AND `+notOlder("$5", "$6"),
+		source, externalID, from, to, at, rank)
+}
+
+// SetPlan gives the order with the business key a new plan and price,
+// unless it is cancelled or its last event is newer than pos.
+func SetPlan(q Queue, source, externalID, plan string, amountCents int64, pos Position) {
+	at, rank := pos.args()
+	q.Exec(`
+UPDATE orders SET plan = $3, amount_cents = $4, updated_at = now(),
+       effective_at = coalesce($5::timestamptz, effective_at), effective_rank = coalesce($6::smallint, effective_rank)
+WHERE source = $1 AND external_id = $2 AND status <> 'cancelled'
+  AND (plan IS DISTINCT FROM $3 OR amount_cents <> $4) AND `+notOlder("$5", "$6"),
+		source, externalID, plan, amountCents, at, rank)
+}
+
+// Refund is a refund seen for a payment intent (Stripe) or transaction
+// (Paddle).
+type Refund struct {
+	ProviderEventID string
 	PaymentIntentID string
-	Status          string
-	AmountCents     int64
+	ChargeID        string
+	AmountRefunded  int64
 	Currency        string
-	CustomerEmail   string
-	Plan            string
+}
+
+// ApplyRefund records the refund once per event and moves the paid orders
+// of its payment intent to refunded.
+func ApplyRefund(q Queue, r Refund) {
+	lock(q, "payment_intent:"+r.PaymentIntentID)
+	q.Exec(`
+INSERT INTO refunds (provider_event_id, payment_intent_id, charge_id, amount_refunded, currency)
+VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+		r.ProviderEventID, r.PaymentIntentID, r.ChargeID, r.AmountRefunded, r.Currency)
+	q.Exec(`UPDATE orders SET status = 'refunded', updated_at = now() WHERE payment_intent_id = $1 AND status = 'paid'`,
+		r.PaymentIntentID)
+}
+
+// mine is true of a row this transaction wrote (inserted or updated).
+const mine = `xmin = pg_current_xact_id()::xid`
+
+// orderJSON is an order's row as the JSON of Order.
+const orderJSON = `jsonb_build_object('id', o.id, 'source', o.source, 'provider_event_id', o.provider_event_id,
+    'external_id', o.external_id, 'payment_intent_id', coalesce(o.payment_intent_id, ''), 'status', o.status,
+    'amount_cents', o.amount_cents, 'currency', o.currency, 'customer_email', coalesce(o.customer_email, ''),
+    'plan', coalesce(o.plan, ''))`
+
+// Changed is a step condition (webhooks.Plan.StepIf): it holds when this
+// transaction wrote the order with the business key and left it in one of
+// statuses, and puts the order, as written, in the step's payload as
+// "order".
+func Changed(source, externalID string, statuses ...string) (string, []any) {
+	return `SELECT jsonb_build_object('order', ` + orderJSON + `) FROM orders o
+WHERE o.source = $1 AND o.external_id = $2 AND o.status = ANY ($3) AND o.` + mine,
+		[]any{source, externalID, statuses}
+}
+
+// RefundRecorded is a step condition: it holds when this transaction
+// recorded the refund of the event.
+func RefundRecorded(providerEventID string) (string, []any) {
+	return `SELECT NULL::jsonb FROM refunds r WHERE r.provider_event_id = $1 AND r.` + mine,
+		[]any{providerEventID}
+}
+
+// Reader is what the reads here need.
+type Reader interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
 const orderColumns = `id, source, provider_event_id, external_id, coalesce(payment_intent_id, ''),
@@ -62,187 +241,20 @@ func scanOrder(row pgx.Row) (Order, error) {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, ErrNotFound
 	}
-	return o, err
-}
-
-// insertSQL inserts an order from the arguments of orderArgs. An order paid
-// for a payment intent that was already refunded starts refunded: the refund
-// event may arrive before the order's own event.
-const insertSQL = `
-INSERT INTO orders (source, provider_event_id, external_id, payment_intent_id, status,
-                    amount_cents, currency, customer_email, plan)
-VALUES ($1, $2, $3, NULLIF($4, ''),
-        CASE WHEN $5 = 'paid' AND $4 <> ''
-                  AND EXISTS (SELECT 1 FROM refunds WHERE payment_intent_id = $4)
-             THEN 'refunded' ELSE $5 END,
-        $6, $7, NULLIF($8, ''), NULLIF($9, ''))
-`
-
-func orderArgs(o Order) []any {
-	return []any{o.Source, o.ProviderEventID, o.ExternalID, o.PaymentIntentID, o.Status,
-		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan}
-}
-
-// lockKeys serialises, until the transaction ends, the writers of one order
-// (its business key) and of the refunds of one payment intent. Under READ
-// COMMITTED two transactions could otherwise each miss the other's
-// uncommitted row: a refund that finds no order yet while that order is
-// being inserted paid, or two copies of one purchase that both insert. The
-// locks are taken in key order, so writers never deadlock on them.
-func lockKeys(ctx context.Context, q Querier, keys ...string) error {
-	var ks []string
-	for _, k := range keys {
-		if !strings.HasSuffix(k, ":") {
-			ks = append(ks, k)
-		}
-	}
-	_, err := q.Exec(ctx, `
-SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k ORDER BY k`, ks)
 	if err != nil {
-		return fmt.Errorf("lock %v: %w", ks, err)
+		return Order{}, fmt.Errorf("read order: %w", err)
 	}
-	return nil
-}
-
-func (o Order) lockKeys() []string {
-	return []string{"order:" + o.Source + ":" + o.ExternalID, "payment_intent:" + o.PaymentIntentID}
-}
-
-// Create inserts o unless an order already exists for its event or its
-// business key. It reports whether this call created it, and returns the
-// order as stored either way.
-func Create(ctx context.Context, q Querier, o Order) (Order, bool, error) {
-	if err := lockKeys(ctx, q, o.lockKeys()...); err != nil {
-		return Order{}, false, err
-	}
-	created, err := scanOrder(q.QueryRow(ctx, insertSQL+`ON CONFLICT DO NOTHING RETURNING `+orderColumns,
-		orderArgs(o)...))
-	if err == nil {
-		return created, true, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
-		return Order{}, false, fmt.Errorf("insert order %s: %w", o.ExternalID, err)
-	}
-	existing, err := ByExternalID(ctx, q, o.Source, o.ExternalID)
-	if errors.Is(err, ErrNotFound) {
-		// The conflict was on uq_orders_event: this event made another order.
-		existing, err = ByEvent(ctx, q, o.ProviderEventID)
-	}
-	return existing, false, err
-}
-
-// Upsert moves the order with o's business key from one of the states in
-// from to o.Status, taking o's amount, currency and plan, or creates it in
-// o.Status when it does not exist yet (an event that arrives before the one
-// that normally creates the order, or a purchase after a cancellation).
-// It reports whether this call changed anything.
-func Upsert(ctx context.Context, q Querier, o Order, from ...string) (Order, bool, error) {
-	const sql = insertSQL + `
-ON CONFLICT (source, external_id) DO UPDATE
-    SET status = EXCLUDED.status,
-        amount_cents = EXCLUDED.amount_cents,
-        currency = EXCLUDED.currency,
-        plan = coalesce(EXCLUDED.plan, orders.plan),
-        payment_intent_id = coalesce(orders.payment_intent_id, EXCLUDED.payment_intent_id),
-        customer_email = coalesce(orders.customer_email, EXCLUDED.customer_email),
-        updated_at = now()
-    WHERE orders.status = ANY ($10)
-RETURNING ` + orderColumns
-	if err := lockKeys(ctx, q, o.lockKeys()...); err != nil {
-		return Order{}, false, err
-	}
-	changed, err := scanOrder(q.QueryRow(ctx, sql, append(orderArgs(o), from)...))
-	if err == nil {
-		return changed, true, nil
-	}
-	if !errors.Is(err, ErrNotFound) {
-		return Order{}, false, fmt.Errorf("upsert order %s: %w", o.ExternalID, err)
-	}
-	existing, err := ByExternalID(ctx, q, o.Source, o.ExternalID)
-	return existing, false, err
-}
-
-// Transition moves the order with the business key from state from to
-// state to. It reports whether the order was in state from; an order in any
-// other state, or none, is left alone.
-func Transition(ctx context.Context, q Querier, source, externalID, from, to string) (Order, bool, error) {
-	const sql = `
-UPDATE orders SET status = $4, updated_at = now()
-WHERE source = $1 AND external_id = $2 AND status = $3
-RETURNING ` + orderColumns
-	o, err := scanOrder(q.QueryRow(ctx, sql, source, externalID, from, to))
-	if errors.Is(err, ErrNotFound) {
-		return Order{}, false, nil
-	}
-	if err != nil {
-		return Order{}, false, fmt.Errorf("order %s %s -> %s: %w", externalID, from, to, err)
-	}
-	return o, true, nil
-}
-
-// SetPlan gives the order with the business key a new plan and price,
-// unless it is cancelled. It reports whether an order changed.
-func SetPlan(ctx context.Context, q Querier, source, externalID, plan string, amountCents int64) (Order, bool, error) {
-	const sql = `
-UPDATE orders SET plan = $3, amount_cents = $4, updated_at = now()
-WHERE source = $1 AND external_id = $2 AND status <> 'cancelled'
-  AND (plan IS DISTINCT FROM $3 OR amount_cents <> $4)
-RETURNING ` + orderColumns
-	o, err := scanOrder(q.QueryRow(ctx, sql, source, externalID, plan, amountCents))
-	if errors.Is(err, ErrNotFound) {
-		return Order{}, false, nil
-	}
-	if err != nil {
-		return Order{}, false, fmt.Errorf("set plan of order %s: %w", externalID, err)
-	}
-	return o, true, nil
+	return o, nil
 }
 
 // ByExternalID returns the order with the business key, or ErrNotFound.
-func ByExternalID(ctx context.Context, q Querier, source, externalID string) (Order, error) {
+func ByExternalID(ctx context.Context, q Reader, source, externalID string) (Order, error) {
 	return scanOrder(q.QueryRow(ctx,
 		`SELECT `+orderColumns+` FROM orders WHERE source = $1 AND external_id = $2`, source, externalID))
 }
 
 // ByEvent returns the order created by the event, or ErrNotFound.
-func ByEvent(ctx context.Context, q Querier, providerEventID string) (Order, error) {
+func ByEvent(ctx context.Context, q Reader, providerEventID string) (Order, error) {
 	return scanOrder(q.QueryRow(ctx,
 		`SELECT `+orderColumns+` FROM orders WHERE provider_event_id = $1`, providerEventID))
-}
-
-// Refund is a refund seen for a payment intent.
-type Refund struct {
-	ProviderEventID string
-	PaymentIntentID string
-	ChargeID        string
-	AmountRefunded  int64
-	Currency        string
-}
-
-// ApplyRefund records the refund once per event and moves the paid orders
-// of its payment intent to refunded. It reports whether the refund was new
-// and the orders that this call moved.
-func ApplyRefund(ctx context.Context, q Querier, r Refund) (bool, []Order, error) {
-	if err := lockKeys(ctx, q, "payment_intent:"+r.PaymentIntentID); err != nil {
-		return false, nil, err
-	}
-	tag, err := q.Exec(ctx, `
-INSERT INTO refunds (provider_event_id, payment_intent_id, charge_id, amount_refunded, currency)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
-		r.ProviderEventID, r.PaymentIntentID, r.ChargeID, r.AmountRefunded, r.Currency)
-	if err != nil {
-		return false, nil, fmt.Errorf("record refund %s: %w", r.ChargeID, err)
-	}
-	rows, err := q.Query(ctx, `
-UPDATE orders SET status = 'refunded', updated_at = now()
-WHERE payment_intent_id = $1 AND status = 'paid'
-RETURNING `+orderColumns, r.PaymentIntentID)
-	if err != nil {
-		return false, nil, fmt.Errorf("refund orders of %s: %w", r.PaymentIntentID, err)
-	}
-	moved, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (Order, error) { return scanOrder(row) })
-	if err != nil {
-		return false, nil, fmt.Errorf("refund orders of %s: %w", r.PaymentIntentID, err)
-	}
-	return tag.RowsAffected() == 1, moved, nil
 }

@@ -1,15 +1,13 @@
 // Package receivertest runs the whole receiver in a test process: the real
 // router and processor from internal/server, on a fresh PostgreSQL database,
 // with a real SMTP server and a real HTTP fulfillment API held by the test.
-// Provider packages use it to send signed deliveries and read what happened.
+// Every provider of the registry is mounted with test secrets of its own;
+// provider packages use it to send signed deliveries and read what happened.
 package receivertest
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"log/slog"
 	"net/http"
@@ -22,22 +20,31 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/fulfillment/fulfillmenttest"
 	"github.com/paywebhooks/receiver/internal/mail/mailtest"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// Secrets the test receiver is configured with.
-const (
-	StripeSecret    = "whsec_test_receiver_secret"
-	OldStripeSecret = "whsec_test_previous_secret"
-	GitHubSecret    = "github-test-secret"
-	NotifyEmail     = "owner@example.com"
-)
+// NotifyEmail is the test receiver's NOTIFY_EMAIL.
+const NotifyEmail = "owner@example.com"
+
+// Secret is the secret the test receiver verifies spec's deliveries with
+// (the first of its list).
+func Secret(spec webhooks.Spec) string {
+	if spec.Secret.DevPrefix != "" {
+		return spec.Secret.DevPrefix + "receivertest_" + spec.Source
+	}
+	return "receivertest-" + spec.Source + "-secret"
+}
+
+// OldSecret is the second secret of spec's list: a secret being rotated out.
+func OldSecret(spec webhooks.Spec) string { return Secret(spec) + "_previous" }
 
 // Receiver is a running receiver and the real components around it.
 type Receiver struct {
@@ -49,34 +56,63 @@ type Receiver struct {
 	Config config.Config
 }
 
-// New starts a receiver on its own database. Options change the
-// configuration before it is built.
-func New(tb testing.TB, opts ...func(*config.Config)) *Receiver {
+// Option changes the test receiver before it is built.
+type Option func(*setup)
+
+type setup struct {
+	env       map[string]string
+	specs     []webhooks.Spec
+	configure []func(*config.Config)
+	server    []server.Option
+}
+
+// Env sets an environment variable of the receiver's configuration.
+func Env(name, value string) Option { return func(s *setup) { s.env[name] = value } }
+
+// Configure changes the loaded configuration.
+func Configure(f func(*config.Config)) Option {
+	return func(s *setup) { s.configure = append(s.configure, f) }
+}
+
+// WithSpec registers one more provider, as a fork's registration line would.
+func WithSpec(spec webhooks.Spec) Option { return func(s *setup) { s.specs = append(s.specs, spec) } }
+
+// WithServer passes options to server.New (a step kind of the test's own).
+func WithServer(o server.Option) Option { return func(s *setup) { s.server = append(s.server, o) } }
+
+// New starts a receiver on its own database.
+func New(tb testing.TB, opts ...Option) *Receiver {
 	tb.Helper()
 	dbURL := pgtest.NewDB(tb)
 	smtp := mailtest.NewServer(tb)
 	api := fulfillmenttest.NewServer(tb)
-	env := map[string]string{
-		"DATABASE_URL":          dbURL,
-		"STRIPE_WEBHOOK_SECRET": StripeSecret + "," + OldStripeSecret,
-		"GITHUB_WEBHOOK_SECRET": GitHubSecret,
-		"SMTP_ADDR":             smtp.Addr(),
-		"MAIL_FROM":             "Shop <shop@example.test>",
-		"NOTIFY_EMAIL":          NotifyEmail,
-		"FULFILLMENT_URL":       api.URL(),
-		"LEASE_DURATION":        "5m",
-		"REDRIVE_INTERVAL":      "1s",
-		"DB_MAX_CONNS":          "20",
+	s := setup{specs: providers.All(), env: map[string]string{
+		"DATABASE_URL":     dbURL,
+		"SMTP_ADDR":        smtp.Addr(),
+		"MAIL_FROM":        "Shop <shop@example.test>",
+		"NOTIFY_EMAIL":     NotifyEmail,
+		"FULFILLMENT_URL":  api.URL(),
+		"LEASE_DURATION":   "5m",
+		"REDRIVE_INTERVAL": "1s",
+		"DB_MAX_CONNS":     "20",
+	}}
+	for _, o := range opts {
+		o(&s)
 	}
-	cfg, err := config.Load(func(k string) string { return env[k] })
+	for _, spec := range s.specs {
+		if _, set := s.env[spec.Secret.Name]; !set {
+			s.env[spec.Secret.Name] = Secret(spec) + "," + OldSecret(spec)
+		}
+	}
+	cfg, err := config.Load(func(k string) string { return s.env[k] }, s.specs)
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
-	for _, o := range opts {
-		o(&cfg)
+	for _, f := range s.configure {
+		f(&cfg)
 	}
-	log := slog.New(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	srv, err := server.New(context.Background(), cfg, log)
+	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	srv, err := server.New(context.Background(), cfg, log, s.server...)
 	if err != nil {
 		tb.Fatalf("server.New: %v", err)
 	}
@@ -125,34 +161,21 @@ func (r *Receiver) Post(tb testing.TB, path string, header http.Header, body []b
 	return Response{Status: res.StatusCode, Header: res.Header, Body: string(b)}
 }
 
-// SignStripe returns a Stripe-Signature header for body signed at ts with
-// secret, as Stripe computes it.
-func SignStripe(body []byte, secret string, ts time.Time) string {
-	return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
-		Payload: body, Secret: secret, Timestamp: ts,
-	}).Header
-}
-
-// StripeHeader is the headers of a Stripe delivery of body signed now.
-func StripeHeader(body []byte) http.Header {
-	return http.Header{
-		"Content-Type":     {"application/json; charset=utf-8"},
-		"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
-		"Stripe-Signature": {SignStripe(body, StripeSecret, time.Now())},
+// Signed is the headers of a delivery of body to spec's route, signed now
+// with the test secret as the sender signs it, with extra headers added
+// (GitHub's event and delivery headers).
+func Signed(spec webhooks.Spec, body []byte, extra http.Header) http.Header {
+	h := spec.Sign(body, Secret(spec), time.Now())
+	for k, v := range extra {
+		h[k] = v
 	}
+	return h
 }
 
-// PostStripe delivers body to /webhooks/stripe, signed now.
-func (r *Receiver) PostStripe(tb testing.TB, body []byte) Response {
+// Deliver posts body to spec's route, signed now, with extra headers.
+func (r *Receiver) Deliver(tb testing.TB, spec webhooks.Spec, body []byte, extra http.Header) Response {
 	tb.Helper()
-	return r.Post(tb, "/webhooks/stripe", StripeHeader(body), body)
-}
-
-// SignGitHub returns an X-Hub-Signature-256 value for body.
-func SignGitHub(body []byte, secret string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+	return r.Post(tb, spec.Route(), Signed(spec, body, extra), body)
 }
 
 // Count runs a SELECT count(*) … query and returns the count.
@@ -172,7 +195,7 @@ func (r *Receiver) Snapshot(tb testing.TB) []string {
 	tb.Helper()
 	var out []string
 	for _, q := range []string{
-		`SELECT format('order %s %s %s %s %s %s %s %s', source, provider_event_id, external_id, payment_intent_id, status, amount_cents, currency, customer_email) FROM orders ORDER BY source, external_id`,
+		`SELECT format('order %s %s %s %s %s %s %s %s %s', source, provider_event_id, external_id, payment_intent_id, status, amount_cents, currency, customer_email, plan) FROM orders ORDER BY source, external_id`,
 		`SELECT format('invoice %s %s %s %s %s %s', stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email) FROM invoices ORDER BY stripe_invoice_id`,
 		`SELECT format('refund %s %s %s', provider_event_id, payment_intent_id, amount_refunded) FROM refunds ORDER BY provider_event_id`,
 		`SELECT format('invoice_failure %s %s %s', provider_event_id, stripe_invoice_id, attempt_count) FROM invoice_payment_failures ORDER BY provider_event_id`,
@@ -189,6 +212,28 @@ func (r *Receiver) Snapshot(tb testing.TB) []string {
 			out = append(out, s)
 		}
 		rows.Close()
+	}
+	return out
+}
+
+// Steps returns "<step>=<status>" for every step of the event with key, in
+// key order.
+func (r *Receiver) Steps(tb testing.TB, key string) []string {
+	tb.Helper()
+	rows, err := r.Pool.Query(context.Background(), `
+SELECT step || '=' || status FROM processed_events
+WHERE kind = 'step' AND starts_with(event_key, $1 || '/') ORDER BY event_key`, key)
+	if err != nil {
+		tb.Fatalf("steps of %s: %v", key, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, s)
 	}
 	return out
 }

@@ -1,6 +1,8 @@
-// Package reqlog carries a request's structured logger in its context, so
-// that every line logged while serving a request carries the request id, and
-// the fields a handler adds (source, event id, event type) as it learns them.
+// Package reqlog carries log attributes in a context: a request's id, the
+// source, event id and event type a handler learns, a step's key. Loggers
+// are injected as usual; the Handler they are built on adds the attributes
+// of the context a record is logged with (InfoContext and friends), when
+// it is written and only then, so a request builds no logger of its own.
 package reqlog
 
 import (
@@ -10,20 +12,56 @@ import (
 
 type ctxKey struct{}
 
-// With returns ctx carrying logger.
-func With(ctx context.Context, logger *slog.Logger) context.Context {
-	return context.WithValue(ctx, ctxKey{}, logger)
+// attrs is a context's attributes: its own, then its parent's.
+type attrs struct {
+	parent *attrs
+	list   []slog.Attr
 }
 
-// From returns the logger in ctx, or slog.Default.
-func From(ctx context.Context) *slog.Logger {
-	if l, ok := ctx.Value(ctxKey{}).(*slog.Logger); ok {
-		return l
+// With returns ctx whose log records also carry args (key-value pairs or
+// slog.Attr values, as slog.Logger.With takes them).
+func With(ctx context.Context, args ...any) context.Context {
+	if len(args) == 0 {
+		return ctx
 	}
-	return slog.Default()
+	parent, _ := ctx.Value(ctxKey{}).(*attrs)
+	r := slog.Record{}
+	r.Add(args...)
+	a := &attrs{parent: parent, list: make([]slog.Attr, 0, r.NumAttrs())}
+	r.Attrs(func(at slog.Attr) bool { a.list = append(a.list, at); return true })
+	return context.WithValue(ctx, ctxKey{}, a)
 }
 
-// Add returns ctx whose logger carries the extra attributes.
-func Add(ctx context.Context, args ...any) context.Context {
-	return With(ctx, From(ctx).With(args...))
+// Attrs returns the attributes ctx carries, oldest first.
+func Attrs(ctx context.Context) []slog.Attr {
+	a, _ := ctx.Value(ctxKey{}).(*attrs)
+	var chain []*attrs
+	for ; a != nil; a = a.parent {
+		chain = append(chain, a)
+	}
+	var out []slog.Attr
+	for i := len(chain) - 1; i >= 0; i-- {
+		out = append(out, chain[i].list...)
+	}
+	return out
 }
+
+// Handler adds the attributes of each record's context to the record.
+type Handler struct{ slog.Handler }
+
+// NewHandler wraps h.
+func NewHandler(h slog.Handler) Handler { return Handler{h} }
+
+// Handle implements slog.Handler.
+func (h Handler) Handle(ctx context.Context, r slog.Record) error {
+	if a, _ := ctx.Value(ctxKey{}).(*attrs); a != nil {
+		r.AddAttrs(Attrs(ctx)...)
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+// WithAttrs implements slog.Handler.
+func (h Handler) WithAttrs(as []slog.Attr) slog.Handler { return Handler{h.Handler.WithAttrs(as)} }
+
+// WithGroup implements slog.Handler.
+func (h Handler) WithGroup(name string) slog.Handler { return Handler{h.Handler.WithGroup(name)} }

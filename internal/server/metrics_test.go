@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 func stripeEvent(id, typ, object string) []byte {
@@ -37,7 +40,7 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	} {
 		h := d.header
 		if h == nil {
-			h = rt.StripeHeader(d.body)
+			h = rt.Signed(stripehook.Spec, d.body, nil)
 		}
 		if res := r.Post(t, "/webhooks/stripe", h, d.body); res.Status != d.want {
 			t.Fatalf("delivery answered %d, want %d: %s", res.Status, d.want, res.Body)
@@ -45,13 +48,46 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	}
 	// A delivery signed with the previous secret: position 1.
 	old := stripeEvent("evt_m5", "invoice.created", `{"id":"in_m5"}`)
-	h := rt.StripeHeader(old)
-	h.Set("Stripe-Signature", rt.SignStripe(old, rt.OldStripeSecret, timeNow()))
+	h := rt.Signed(stripehook.Spec, old, nil)
+	h.Set("Stripe-Signature", stripehook.SignatureHeader(old, rt.OldSecret(stripehook.Spec), time.Now()))
 	if res := r.Post(t, "/webhooks/stripe", h, old); res.Status != 200 {
 		t.Fatalf("old secret: %d", res.Status)
 	}
 
-	res, err := http.Get(r.URL + "/metrics")
+	value := scrape(t, r.URL+"/metrics")
+	checks := []struct {
+		name   string
+		labels map[string]string
+		want   float64
+	}{
+		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "checkout.session.completed", "outcome": "processed"}, 1},
+		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "checkout.session.completed", "outcome": "duplicate"}, 1},
+		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "other", "outcome": "ignored"}, 1},
+		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "invoice.paid", "outcome": "parked"}, 1},
+		{"webhook_rejections_total", map[string]string{"source": "stripe", "reason": "no_valid_signature"}, 1},
+		{"webhook_rejections_total", map[string]string{"source": "stripe", "reason": "missing_signature"}, 1},
+		{"webhook_step_outcomes_total", map[string]string{"step": "email.confirmation", "outcome": "done"}, 1},
+		{"webhook_step_outcomes_total", map[string]string{"step": "fulfillment", "outcome": "done"}, 1},
+		{"webhook_secret_matches_total", map[string]string{"source": "stripe", "position": "0"}, 4},
+		{"webhook_secret_matches_total", map[string]string{"source": "stripe", "position": "1"}, 1},
+		{"webhook_parked", nil, 1},
+		{"webhook_steps_waiting", nil, 0},
+		{"webhook_claims_scrape_ok", nil, 1},
+		{"http_request_duration_seconds", map[string]string{"route": "/webhooks/stripe", "code": "200"}, 5},
+		{"http_request_duration_seconds", map[string]string{"route": "/webhooks/stripe", "code": "400"}, 2},
+	}
+	for _, c := range checks {
+		if got := value(c.name, c.labels); got != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// scrape reads /metrics and returns a lookup of one series' value (-1 when
+// the family is absent, 0 when no series matches the labels).
+func scrape(t *testing.T, url string) func(name string, labels map[string]string) float64 {
+	t.Helper()
+	res, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +98,7 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parse /metrics: %v", err)
 	}
-	value := func(name string, labels map[string]string) float64 {
+	return func(name string, labels map[string]string) float64 {
 		f, ok := families[name]
 		if !ok {
 			return -1
@@ -91,32 +127,80 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 		}
 		return 0
 	}
-	checks := []struct {
-		name   string
-		labels map[string]string
-		want   float64
-	}{
-		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "checkout.session.completed", "outcome": "processed"}, 1},
-		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "checkout.session.completed", "outcome": "duplicate"}, 1},
-		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "product.created", "outcome": "ignored"}, 1},
-		{"webhook_deliveries_total", map[string]string{"source": "stripe", "event_type": "invoice.paid", "outcome": "parked"}, 1},
-		{"webhook_rejections_total", map[string]string{"source": "stripe", "reason": "no_valid_signature"}, 1},
-		{"webhook_rejections_total", map[string]string{"source": "stripe", "reason": "missing_signature"}, 1},
-		{"webhook_step_outcomes_total", map[string]string{"step": "email.confirmation", "outcome": "done"}, 1},
-		{"webhook_step_outcomes_total", map[string]string{"step": "fulfillment", "outcome": "done"}, 1},
-		{"webhook_secret_matches_total", map[string]string{"source": "stripe", "position": "0"}, 4},
-		{"webhook_secret_matches_total", map[string]string{"source": "stripe", "position": "1"}, 1},
-		{"webhook_parked", nil, 1},
-		{"webhook_steps_waiting", nil, 0},
-		{"webhook_claims_scrape_ok", nil, 1},
-		{"http_request_duration_seconds", map[string]string{"route": "/webhooks/stripe", "code": "200"}, 5},
-		{"http_request_duration_seconds", map[string]string{"route": "/webhooks/stripe", "code": "400"}, 2},
+}
+
+// TestAPIVersionMismatchCounted: an event of another API version (what the
+// Stripe CLI forwards) is processed and counted by its version.
+func TestAPIVersionMismatchCounted(t *testing.T) {
+	r := rt.New(t)
+	body := []byte(`{"id":"evt_v1","object":"event","api_version":"2025-03-31.basil","type":"invoice.created","data":{"object":{"id":"in_v1","amount_due":5,"currency":"usd"}}}`)
+	if res := r.Deliver(t, stripehook.Spec, body, nil); res.Status != 200 {
+		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
-	for _, c := range checks {
-		if got := value(c.name, c.labels); got != c.want {
-			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
-		}
+	odd := []byte(`{"id":"evt_v2","object":"event","api_version":"<script>","type":"invoice.created","data":{"object":{"id":"in_v2"}}}`)
+	if res := r.Deliver(t, stripehook.Spec, odd, nil); res.Status != 200 {
+		t.Fatalf("delivery: %d %s", res.Status, res.Body)
+	}
+	value := scrape(t, r.URL+"/metrics")
+	if got := value("webhook_api_version_mismatches_total", map[string]string{"source": "stripe", "api_version": "2025-03-31.basil"}); got != 1 {
+		t.Errorf("mismatches of 2025-03-31.basil = %v, want 1", got)
+	}
+	if got := value("webhook_api_version_mismatches_total", map[string]string{"source": "stripe", "api_version": "other"}); got != 1 {
+		t.Errorf("mismatches of an unshaped version = %v, want 1 (as \"other\")", got)
 	}
 }
 
-func timeNow() time.Time { return time.Now() }
+// TestMetricsLabelsAreBounded: made-up methods, paths and event names do
+// not add series.
+func TestMetricsLabelsAreBounded(t *testing.T) {
+	r := rt.New(t)
+	// series counts the series lines of /metrics: values change length as
+	// counters grow and the Go runtime's gauges move, series must not.
+	series := func() int {
+		n := 0
+		for _, l := range strings.Split(body(t, r.URL+"/metrics"), "\n") {
+			if l != "" && !strings.HasPrefix(l, "#") {
+				n++
+			}
+		}
+		return n
+	}
+	madeUp := func(from, to int) {
+		for i := from; i < to; i++ {
+			req, _ := http.NewRequest(fmt.Sprintf("M%03dX", i), r.URL+fmt.Sprintf("/made/up/%d", i), strings.NewReader("{}"))
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				res.Body.Close()
+			}
+			req, _ = http.NewRequest(fmt.Sprintf("M%03dY", i), r.URL+"/webhooks/github", strings.NewReader("{}"))
+			if res, err := http.DefaultClient.Do(req); err == nil {
+				res.Body.Close()
+			}
+			body := []byte(fmt.Sprintf(`{"action":"created","thing":{"id":%d}}`, i))
+			h := rt.Signed(githubhook.Spec, body, http.Header{"X-Github-Event": {fmt.Sprintf("madeup_%d", i)},
+				"X-Github-Delivery": {fmt.Sprintf("guid-%d", i)}})
+			if res := r.Post(t, "/webhooks/github", h, body); res.Status != 200 {
+				t.Fatalf("made-up event %d answered %d %s", i, res.Status, res.Body)
+			}
+		}
+	}
+	// A first round creates what series such requests make: a few, once.
+	madeUp(0, 20)
+	series() // the scrape's own series
+	before := series()
+	madeUp(20, 320)
+	if after := series(); after != before {
+		t.Fatalf("/metrics went from %d to %d series after 300 made-up requests", before, after)
+	}
+}
+
+
+
+func body(t *testing.T, url string) string {
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}

@@ -2,17 +2,20 @@ package server
 
 import (
 	"context"
-	"errors"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strconv"
+	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/reqlog"
@@ -20,128 +23,188 @@ import (
 )
 
 // router registers every route of the receiver, in one place.
-func (s *Server) router(providers []provider) *echo.Echo {
-	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.HTTPErrorHandler = s.errorHandler
-
+func (s *Server) router() *echo.Echo {
+	e := echo.NewWithConfig(echo.Config{
+		HTTPErrorHandler: s.errorHandler,
+		IPExtractor:      ipExtractor(s.cfg.TrustedProxies),
+		Logger:           s.log,
+	})
 	latency := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "http_request_duration_seconds",
-		Help:    "Latency of HTTP requests by route, method and status code.",
+		Help:    "Latency of HTTP requests by route (\"unmatched\" for any path no route serves), method (\"other\" beyond the standard ones) and status code.",
 		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 	}, []string{"route", "method", "code"})
 	s.registry.MustRegister(latency)
 
-	e.Use(middleware.RequestID())
-	e.Use(s.requestLogger(latency))
-	e.Use(s.recoverer)
+	// Pre: it sees every request, routed or not (404, 405 included).
+	e.Pre(s.requests(latency))
 
-	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.readyz)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{})))
+	if s.cfg.MetricsAddr == "" {
+		e.GET("/metrics", echo.WrapHandler(s.metricsHandler()))
+	}
 
-	h := webhooks.NewHandler(s.proc, s.metrics, s.cfg.MaxBodyBytes)
-	hooks := e.Group("/webhooks")
-	for _, p := range providers {
-		route := "/webhooks/" + p.Source()
-		if !p.mounted {
-			s.log.Warn("webhook route not mounted: its secret is not set", "route", route)
+	h := webhooks.NewHandler(s.proc, s.metrics, s.log, s.cfg.MaxBodyBytes, s.cfg.MaxInflight)
+	for _, p := range s.providers {
+		if !p.on {
+			s.log.Warn("webhook route not mounted: its secret is not set", "route", p.spec.Route(), "variable", p.spec.Secret.Name)
 			continue
 		}
-		hooks.POST("/"+p.Source(), h.Route(p))
-		s.log.Info("webhook route mounted", "route", route)
+		e.POST(p.spec.Route(), echo.WrapHandler(h.Route(p.spec, p.prov)))
+		s.log.Info("webhook route mounted", "route", p.spec.Route())
 	}
 	return e
 }
 
-// requestLogger gives every request a logger carrying its request id, logs
-// the request once it is answered, and observes its latency.
-func (s *Server) requestLogger(latency *prometheus.HistogramVec) echo.MiddlewareFunc {
+// ipExtractor is where a request's client address comes from: the socket,
+// unless TRUSTED_PROXIES names the proxies whose X-Forwarded-For counts
+// (and no others: not loopback, not private networks, by default).
+func ipExtractor(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		_, n, err := net.ParseCIDR(p.String())
+		if err == nil {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// requestIDs makes the receiver's own request ids: a random prefix per
+// process and a counter, unique and cheap.
+var requestIDs = func() func() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	prefix := hex.EncodeToString(b[:]) + "-"
+	var n atomic.Uint64
+	return func() string { return prefix + strconv.FormatUint(n.Add(1), 36) }
+}()
+
+// clientRequestID keeps a client's X-Request-ID only when it is short and
+// of a safe character set; it is logged beside the receiver's own id,
+// never instead of it.
+func clientRequestID(v string) string {
+	if v == "" || len(v) > 64 {
+		return ""
+	}
+	for _, c := range v {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':'
+		if !ok {
+			return ""
+		}
+	}
+	return v
+}
+
+// methods are the label values of a request's method; anything else is
+// "other".
+var methods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true, http.MethodPatch: true,
+	http.MethodDelete: true, http.MethodOptions: true,
+}
+
+func methodLabel(m string) string {
+	if methods[m] {
+		return m
+	}
+	return "other"
+}
+
+// requests gives every request the receiver's own request id (in the
+// response's X-Request-ID and every log line), recovers a panic into a
+// 500, observes the latency with label values from closed sets only, and
+// logs the request once it is answered (webhook routes log their own line
+// with what became of the delivery).
+func (s *Server) requests(latency *prometheus.HistogramVec) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
-		return func(c echo.Context) error {
+		return func(c *echo.Context) (err error) {
 			start := time.Now()
-			id := c.Response().Header().Get(echo.HeaderXRequestID)
 			req := c.Request()
-			ctx := reqlog.With(req.Context(), s.log.With("request_id", id))
+			id := requestIDs()
+			c.Response().Header().Set(echo.HeaderXRequestID, id)
+			ctx := reqlog.With(req.Context(), "request_id", id)
+			if cid := clientRequestID(req.Header.Get(echo.HeaderXRequestID)); cid != "" {
+				ctx = reqlog.With(ctx, "client_request_id", cid)
+			}
 			c.SetRequest(req.WithContext(ctx))
-			err := next(c)
-			if err != nil {
-				c.Error(err)
-			}
-			status := c.Response().Status
-			route := c.Path()
-			if route == "" {
-				route = "unmatched"
-			}
-			latency.WithLabelValues(route, req.Method, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
-			if route != "/healthz" && route != "/readyz" && route != "/metrics" {
-				reqlog.From(c.Request().Context()).Info("request",
-					"method", req.Method, "path", req.URL.Path, "status", status,
-					"duration_ms", time.Since(start).Milliseconds(), "remote", c.RealIP())
-			}
-			return nil
+			defer func() {
+				if r := recover(); r != nil {
+					if r == http.ErrAbortHandler {
+						panic(r)
+					}
+					s.log.ErrorContext(ctx, "panic while serving request", "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+					err = echo.NewHTTPError(http.StatusInternalServerError, "")
+				}
+				if err != nil {
+					c.Echo().HTTPErrorHandler(c, err)
+					err = nil
+				}
+				status := http.StatusOK
+				if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Status != 0 {
+					status = r.Status
+				}
+				route := c.Path()
+				if route == "" {
+					route = "unmatched"
+				}
+				latency.WithLabelValues(route, methodLabel(req.Method), codeLabel(status)).Observe(time.Since(start).Seconds())
+				switch {
+				case strings.HasPrefix(route, "/webhooks/") && status != http.StatusNotFound && status != http.StatusMethodNotAllowed,
+					route == "/healthz", route == "/readyz", route == "/metrics":
+				default:
+					s.log.InfoContext(ctx, "request", "method", methodLabel(req.Method), "path", webhooks.Quote(req.URL.Path, 200),
+						"status", status, "duration_ms", time.Since(start).Milliseconds(), "remote", c.RealIP())
+				}
+			}()
+			return next(c)
 		}
 	}
 }
 
-// recoverer turns a panic into a 500 and logs it with its stack.
-func (s *Server) recoverer(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) (err error) {
-		defer func() {
-			if r := recover(); r != nil {
-				if r == http.ErrAbortHandler {
-					panic(r)
-				}
-				reqlog.From(c.Request().Context()).Error("panic while serving request",
-					"panic", fmt.Sprint(r), "stack", string(debug.Stack()))
-				err = echo.NewHTTPError(http.StatusInternalServerError)
-			}
-		}()
-		return next(c)
+func codeLabel(status int) string {
+	if status < 100 || status > 599 {
+		return "other"
 	}
+	return strconv.Itoa(status)
 }
 
 // errorHandler answers every error with its status and a generic message.
 // The cause of a 5xx is logged, never sent.
-func (s *Server) errorHandler(err error, c echo.Context) {
-	if c.Response().Committed {
+func (s *Server) errorHandler(c *echo.Context, err error) {
+	if r, _ := echo.UnwrapResponse(c.Response()); r != nil && r.Committed {
 		return
 	}
-	code := http.StatusInternalServerError
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
-		code = he.Code
+	code := echo.StatusCode(err)
+	if code == 0 {
+		code = http.StatusInternalServerError
 	}
 	if code >= 500 {
-		reqlog.From(c.Request().Context()).Error("request failed", "error", err)
+		s.log.ErrorContext(c.Request().Context(), "request failed", "error", err)
 	}
-	msg := http.StatusText(code)
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(code)
 		return
 	}
-	_ = c.JSON(code, map[string]string{"error": msg})
+	_ = c.JSON(code, map[string]string{"error": http.StatusText(code)})
 }
 
 // readyz answers 200 when the database answers and its schema is the one
 // this binary embeds, 503 otherwise.
-func (s *Server) readyz(c echo.Context) error {
+func (s *Server) readyz(c *echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), 2*time.Second)
 	defer cancel()
-	want, err := db.LatestVersion()
-	if err != nil {
-		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "migrations unreadable"})
-	}
-	var version int64
-	var dirty bool
-	err = s.pool.QueryRow(ctx, `SELECT version, dirty FROM schema_migrations LIMIT 1`).Scan(&version, &dirty)
+	r, err := db.Ready(ctx, s.pool)
 	switch {
 	case err != nil:
-		reqlog.From(ctx).Warn("not ready: database unavailable", "error", err)
+		s.log.WarnContext(ctx, "not ready: database unavailable", "error", err)
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database unavailable"})
-	case dirty || version != int64(want):
+	case !r.Current():
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{
-			"status": "unavailable", "reason": "schema not current", "schema_version": version, "want": want, "dirty": dirty})
+			"status": "unavailable", "reason": "schema not current", "schema_version": r.Version, "want": r.Want, "dirty": r.Dirty})
 	}
-	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "schema_version": version})
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready", "schema_version": r.Version})
 }

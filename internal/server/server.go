@@ -1,7 +1,7 @@
 // Package server wires the receiver together: configuration, the database
-// pool, the providers, the processor and its redriver, and the Echo router
-// with every route registered in one place. cmd/server calls Run; the
-// end-to-end tests run the built binary.
+// pool, the providers of the registry, the step kinds, the processor and its
+// redriver, and the Echo router with every route registered in one place.
+// cmd/server calls New and Run; the end-to-end tests run the built binary.
 package server
 
 import (
@@ -15,61 +15,102 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/webhooks"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // Server is the running receiver.
 type Server struct {
-	cfg      config.Config
-	log      *slog.Logger
-	pool     *pgxpool.Pool
-	registry *prometheus.Registry
-	metrics  *webhooks.Metrics
-	proc     *webhooks.Processor
-	echo     *echo.Echo
-	http     *http.Server
+	cfg         config.Config
+	log         *slog.Logger
+	pool        *pgxpool.Pool
+	registry    *prometheus.Registry
+	metrics     *webhooks.Metrics
+	proc        *webhooks.Processor
+	providers   []mounted
+	echo        *echo.Echo
+	http        *http.Server
+	metricsHTTP *http.Server // nil when /metrics is served on HTTP_ADDR
 	// closed once Shutdown has closed the listener and logged it.
 	listenerClosed chan struct{}
 }
 
-// provider is a webhook provider and whether it may be mounted.
-type provider struct {
-	webhooks.Provider
-	mounted bool // it has a secret: the receiver never serves what it cannot verify
+// mounted is a provider and whether its route is served.
+type mounted struct {
+	spec webhooks.Spec
+	prov webhooks.Provider
+	on   bool // it has a secret: the receiver never serves what it cannot verify
 }
 
-// allProviders is the registry of every provider the receiver knows. Adding
-// a provider is one line here (see docs/adding-an-integration.md).
-func allProviders(cfg config.Config) []provider {
-	return []provider{
-		{stripehook.New(cfg.StripeSecrets), len(cfg.StripeSecrets) > 0},
-		{githubhook.New(cfg.GitHubSecrets, cfg.NotifyEmail), len(cfg.GitHubSecrets) > 0},
+// Option changes what New builds.
+type Option func(*options)
+
+type options struct {
+	kinds webhooks.StepKinds
+}
+
+// WithStepKind adds (or replaces) a step kind: what a fork registers for a
+// kind of work of its own.
+func WithStepKind(name string, k webhooks.StepKind) Option {
+	return func(o *options) { o.kinds[name] = k }
+}
+
+// StepKinds returns the step kinds the configuration describes: email over
+// SMTP or to files, the fulfillment API when its URL is set.
+func StepKinds(cfg config.Config) webhooks.StepKinds {
+	var sender mail.Sender = mail.FileSender{Dir: cfg.MailDir}
+	if cfg.SMTPAddr != "" {
+		sender = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
+	}
+	var client *fulfillment.Client
+	if cfg.FulfillmentURL != "" {
+		client = fulfillment.New(cfg.FulfillmentURL)
+	}
+	return webhooks.StepKinds{
+		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain()},
+		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
 	}
 }
 
-// ProvidersBySource returns every provider by source name, mounted or not:
-// a stored event is replayed by its provider even when its route is off.
-func ProvidersBySource(cfg config.Config) map[string]webhooks.Provider {
+// Providers builds every provider of the configuration's registry, by
+// source, mounted or not: a stored event is replayed by its provider even
+// when its route is off.
+func Providers(cfg config.Config) (map[string]webhooks.Provider, error) {
 	m := map[string]webhooks.Provider{}
-	for _, p := range allProviders(cfg) {
-		m[p.Source()] = p.Provider
+	for _, s := range cfg.Specs() {
+		p, err := s.New(cfg.Settings(s.Source))
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: %w", s.Source, err)
+		}
+		m[s.Source] = p
 	}
-	return m
+	return m, nil
+}
+
+// NewProcessor builds the processor the configuration describes.
+func NewProcessor(cfg config.Config, pool *pgxpool.Pool, kinds webhooks.StepKinds, metrics *webhooks.Metrics, log *slog.Logger) *webhooks.Processor {
+	return webhooks.NewProcessor(pool, kinds, metrics, log, cfg.Processor())
 }
 
 // New builds the receiver: it applies migrations, opens the pool and builds
 // the router. The caller owns Close.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, error) {
+func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (*Server, error) {
+	o := options{kinds: StepKinds(cfg)}
+	for _, f := range opts {
+		f(&o)
+	}
+	provs, err := Providers(cfg)
+	if err != nil {
+		return nil, err
+	}
 	if err := db.Migrate(cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
@@ -80,10 +121,13 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	s := &Server{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = webhooks.NewMetrics(s.registry)
-	s.registry.MustRegister(newClaimCollector(pool, cfg.LeaseDuration))
+	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
+	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
+	for _, spec := range cfg.Specs() {
+		s.providers = append(s.providers, mounted{spec: spec, prov: provs[spec.Source], on: len(cfg.Providers[spec.Source].Secrets) > 0})
+	}
 
-	s.proc = NewProcessor(cfg, pool, s.metrics)
-	s.echo = s.router(allProviders(cfg))
+	s.echo = s.router()
 	s.http = &http.Server{
 		Addr:              cfg.HTTPAddr,
 		Handler:           s.echo,
@@ -92,9 +136,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 		// this is cut off rather than holding a connection.
 		ReadTimeout: 15 * time.Second,
 		// Long enough for a delivery's whole processing.
-		WriteTimeout: s.proc.DeliveryTimeout() + 15*time.Second,
-		IdleTimeout:  60 * time.Second,
-		ErrorLog:     slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		WriteTimeout:   s.proc.DeliveryTimeout() + 15*time.Second,
+		IdleTimeout:    60 * time.Second,
+		MaxHeaderBytes: 64 << 10,
+		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	if cfg.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", s.metricsHandler())
+		s.metricsHTTP = &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
+			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	}
 	// Shutdown runs this once its listener is closed: from here on a
 	// sender gets connection refused and retries elsewhere or later.
@@ -106,48 +158,59 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger) (*Server, err
 	return s, nil
 }
 
-// NewProcessor builds the processor the configuration describes: mail over
-// SMTP or to files, the fulfillment API when its URL is set.
-func NewProcessor(cfg config.Config, pool *pgxpool.Pool, metrics *webhooks.Metrics) *webhooks.Processor {
-	runner := &webhooks.StepRunner{MailFrom: cfg.MailFrom, MailDomain: cfg.MailDomain()}
-	if cfg.SMTPAddr != "" {
-		runner.Mail = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
-	} else {
-		runner.Mail = mail.FileSender{Dir: cfg.MailDir}
-	}
-	if cfg.FulfillmentURL != "" {
-		runner.Fulfiller = fulfillment.New(cfg.FulfillmentURL)
-	}
-	return webhooks.NewProcessor(pool, runner, metrics, webhooks.Options{
-		Lease:       cfg.LeaseDuration,
-		MaxAttempts: cfg.MaxStepAttempts,
-		Backoff:     cfg.RedriveInterval,
-	})
+func (s *Server) metricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
 
 // Handler is the HTTP handler, for tests that serve it themselves.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// Processor is the receiver's processor, for tests.
+func (s *Server) Processor() *webhooks.Processor { return s.proc }
+
+// Addrs are the addresses the server listens on, once it does.
+type Addrs struct {
+	HTTP    net.Addr
+	Metrics net.Addr // nil when /metrics is served on HTTP
+}
+
 // Run serves until ctx ends, then shuts down gracefully: it stops accepting,
 // lets in-flight deliveries finish within SHUTDOWN_TIMEOUT, stops the
 // redriver and closes the pool. ready, if not nil, receives the listening
-// address once the server accepts connections.
-func (s *Server) Run(ctx context.Context, ready func(addr net.Addr)) error {
+// addresses once the server accepts connections.
+func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
 	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
+	addrs := Addrs{HTTP: ln.Addr()}
+	var mln net.Listener
+	if s.metricsHTTP != nil {
+		if mln, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
+			ln.Close()
+			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsAddr, err)
+		}
+		addrs.Metrics = mln.Addr()
+		s.log.Info("metrics listening", "addr", mln.Addr().String())
+	}
 	s.log.Info("receiver listening", "addr", ln.Addr().String())
 	if ready != nil {
-		ready(ln.Addr())
+		ready(addrs)
 	}
 
-	redriveCtx, stopRedrive := context.WithCancel(context.WithoutCancel(ctx))
+	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { s.proc.Redrive(redriveCtx, s.cfg.RedriveInterval) })
+	wg.Go(func() { s.proc.Redrive(bg, s.cfg.RedriveInterval) })
 
-	serveErr := make(chan error, 1)
+	serveErr := make(chan error, 2)
 	go func() { serveErr <- s.http.Serve(ln) }()
+	if mln != nil {
+		go func() {
+			if err := s.metricsHTTP.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("metrics: %w", err)
+			}
+		}()
+	}
 
 	var runErr error
 	select {
@@ -170,7 +233,10 @@ func (s *Server) Run(ctx context.Context, ready func(addr net.Addr)) error {
 			runErr = fmt.Errorf("serve: %w", err)
 		}
 	}
-	stopRedrive()
+	if s.metricsHTTP != nil {
+		_ = s.metricsHTTP.Close()
+	}
+	stopBackground()
 	wg.Wait()
 	return runErr
 }

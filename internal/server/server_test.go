@@ -14,6 +14,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/pglocal"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/server"
 )
 
@@ -23,7 +24,7 @@ func newServer(t *testing.T, dbURL string) *httptest.Server {
 	t.Helper()
 	cfg, err := config.Load(func(k string) string {
 		return map[string]string{"DATABASE_URL": dbURL, "STRIPE_WEBHOOK_SECRET": "whsec_test", "MAIL_DIR": t.TempDir()}[k]
-	})
+	}, providers.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,80 +1,56 @@
 package webhooks
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/paywebhooks/receiver/internal/fulfillment"
 )
 
-// Event is one verified delivery, reduced to what the processor needs. It is
-// rebuilt from the webhook_events row for replays and for the redriver, so
-// every field here is stored.
+// Event is one verified delivery, reduced to what the processor needs. It
+// is rebuilt from its claim row for replays, so every field but Payload
+// and SecretIndex is stored.
 type Event struct {
-	Source     string // "stripe", "github"
-	Key        string // dedupe key: the Stripe event id, or GitHub "<hook id>:<delivery GUID>"
-	ID         string // the provider's event id: Stripe evt_…, GitHub delivery GUID
+	Source     string // the provider's Spec.Source: "stripe", "github", …
+	Key        string // dedupe key: the Stripe event id, GitHub "<hook id>:<delivery GUID>", …
+	ID         string // the provider's event id as sent: Stripe evt_…, GitHub delivery GUID
 	Type       string // "checkout.session.completed", "marketplace_purchase", …
-	APIVersion string // Stripe's api_version; empty for GitHub
+	APIVersion string // the event's API version, for providers that have one
 	Body       []byte // the event's JSON as sent (GitHub form bodies: the payload field)
+	// BodyHash, when set, is unique among stored events: a provider whose
+	// deliveries carry an unsigned identity (GitHub's GUID) sets it from
+	// what is signed, so that a signed body replayed under a new identity
+	// is recognised as a copy.
+	BodyHash []byte
+	Via      Via
 
+	// Payload is the provider's own decoding of Body, made once by Verify
+	// and read by Plan; nil for an event read back from the database, which
+	// Plan decodes itself. Never stored.
+	Payload any
 	// SecretIndex is the position, in the configured list, of the secret
-	// that verified the delivery. It is never stored.
+	// that verified the delivery. Never stored.
 	SecretIndex int
 }
 
-// Step is one piece of an event's work that leaves the database, planned by
-// a provider inside the event's transaction and stored with its claim, so
-// that whoever takes the lease later (a retry, the redriver, an operator's
-// replay) can run it without the provider.
-type Step struct {
-	Name        string               `json:"name"` // "email.confirmation", "fulfillment"
-	Email       *EmailStep           `json:"email,omitempty"`
-	Fulfillment *fulfillment.Request `json:"fulfillment,omitempty"`
-}
-
-// EmailStep is an email rendered from a template of internal/mail.
-type EmailStep struct {
-	Template string         `json:"template"`
-	To       string         `json:"to"`
-	Data     map[string]any `json:"data"`
-}
-
-// Tx is the event's transaction as a provider sees it: the event's claim
-// is already in it, and everything written through it commits, or rolls
-// back, with that claim. The queriers of internal/orders and
-// internal/invoices accept it.
-type Tx interface {
-	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-// Provider is one webhook sender: Stripe, GitHub. Adding a provider means
-// implementing this interface in a package of its own and registering it in
-// internal/server (see docs/adding-an-integration.md).
+// Provider is one webhook sender. Adding a provider means implementing it
+// in a package of its own, describing it with a Spec, and adding that Spec
+// to internal/providers (see docs/adding-an-integration.md).
 type Provider interface {
-	// Source names the provider in keys, rows, logs and metrics.
-	Source() string
-
-	// Verify authenticates the request from its headers and raw body, and
+	// Verify authenticates a delivery from its headers and raw body and
 	// returns the event it carries. It returns a *RejectError for anything
 	// that is not a genuine delivery; nothing is written for those.
 	Verify(h http.Header, body []byte, now time.Time) (Event, error)
 
-	// Apply makes the event's database writes inside tx, the transaction
-	// that holds the event's claim, and returns the steps that must leave
-	// the database afterwards. It returns an error wrapping ErrUnhandled for
-	// an event type the provider ignores, and one wrapping ErrUnprocessable
-	// for an event whose fields cannot be read; any other error rolls the
-	// transaction back and fails the delivery.
-	Apply(ctx context.Context, tx Tx, ev Event) ([]Step, error)
+	// Plan queues the event's database writes and its steps on p, without
+	// doing any I/O: the processor sends them with the event's claim and
+	// COMMIT in one round trip, and the writes run only if this
+	// transaction made the claim. Whatever must depend on what a write did
+	// (an email only if the order changed) is decided in SQL, by the
+	// condition a step is planned with. It returns an error wrapping
+	// ErrUnhandled for an event type the provider ignores, and one wrapping
+	// ErrUnprocessable for an event whose fields cannot be read.
+	Plan(ev *Event, p *Plan) error
 }
 
 var (
@@ -85,13 +61,14 @@ var (
 	ErrUnprocessable = errors.New("event cannot be processed")
 )
 
-// Unprocessable wraps err so that it matches ErrUnprocessable.
+// Unprocessable wraps a description so that it matches ErrUnprocessable.
 func Unprocessable(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnprocessable, fmt.Sprintf(format, args...))
 }
 
 // RejectError is a delivery refused before anything is written. Reason is
-// a short, fixed label for logs and metrics ("no_valid_signature").
+// a short, fixed label for logs and metrics ("no_valid_signature"): never
+// a value taken from the request.
 type RejectError struct {
 	Reason string
 	Err    error
@@ -108,3 +85,13 @@ func (e *RejectError) Unwrap() error { return e.Err }
 
 // Reject builds a *RejectError.
 func Reject(reason string, err error) error { return &RejectError{Reason: reason, Err: err} }
+
+// Quote is fmt's %q of an unsigned value, cut to max bytes first, for
+// errors and log lines: a header or field no sender signed goes nowhere
+// without a bound.
+func Quote(s string, max int) string {
+	if len(s) > max {
+		return fmt.Sprintf("%q… (%d bytes)", s[:max], len(s))
+	}
+	return fmt.Sprintf("%q", s)
+}

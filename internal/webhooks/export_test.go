@@ -17,16 +17,16 @@ type Lease = leasedStep
 // ErrLeaseLost is errLeaseLost.
 var ErrLeaseLost = errLeaseLost
 
-// ClaimStep is claimStep.
-func ClaimStep(ctx context.Context, q querier, source, eventKey string, s Step, lease time.Duration) (Lease, bool, string, error) {
-	ls, ok, st, err := claimStep(ctx, q, source, eventKey, s, lease)
+// TakeStep is takeStep.
+func TakeStep(ctx context.Context, q Querier, key string, lease time.Duration) (Lease, bool, ClaimStatus, error) {
+	ls, ok, st, err := takeStep(ctx, q, key, lease)
 	return ls, ok, st.Status, err
 }
 
 // CompleteStep is completeStep.
-func CompleteStep(ctx context.Context, q querier, ls Lease) error { return completeStep(ctx, q, ls) }
+func CompleteStep(ctx context.Context, q Querier, ls Lease) error { return completeStep(ctx, q, ls) }
 
 // ReleaseStep is releaseStep.
-func ReleaseStep(ctx context.Context, q querier, ls Lease, cause error) (string, error) {
+func ReleaseStep(ctx context.Context, q Querier, ls Lease, cause error) (ClaimStatus, error) {
 	return releaseStep(ctx, q, ls, cause, time.Second, 10, false)
 }

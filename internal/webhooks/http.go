@@ -2,30 +2,38 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/paywebhooks/receiver/internal/reqlog"
 )
 
-// Handler serves the webhook routes: it reads the raw body once, has the
-// provider verify it, hands the event to the processor and turns the result
-// into the status the sender acts on. It makes no business decision.
+// Handler serves the webhook routes: it refuses what cannot be a delivery
+// before reading it, reads the raw body once, has the provider verify it,
+// hands the event to the processor and turns the result into the status
+// the sender acts on. It makes no business decision.
 type Handler struct {
-	proc    *Processor
-	metrics *Metrics
-	maxBody int64
-	now     func() time.Time
+	proc     *Processor
+	metrics  *Metrics
+	log      *slog.Logger
+	maxBody  int64
+	inflight chan struct{}
+	now      func() time.Time
 }
 
-// NewHandler returns a handler that accepts bodies up to maxBody bytes.
-func NewHandler(proc *Processor, metrics *Metrics, maxBody int64) *Handler {
-	return &Handler{proc: proc, metrics: metrics, maxBody: maxBody, now: time.Now}
+// NewHandler returns a handler that accepts bodies up to maxBody bytes and
+// processes at most maxInflight deliveries at once (MAX_INFLIGHT): beyond
+// that, 503 with Retry-After and nothing written. A delivery holds no
+// connection while its steps talk to the outside world, so the bound is on
+// memory and goroutines, not on the pool.
+func NewHandler(proc *Processor, metrics *Metrics, log *slog.Logger, maxBody int64, maxInflight int) *Handler {
+	return &Handler{proc: proc, metrics: metrics, log: log, maxBody: maxBody,
+		inflight: make(chan struct{}, max(maxInflight, 1)), now: time.Now}
 }
 
 // response is the JSON body of every answer to a delivery.
@@ -35,75 +43,140 @@ type response struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// versioned is implemented by providers whose events carry an API version.
-type versioned interface{ APIVersion() string }
+// Route returns the handler of spec's route, served by prov.
+func (h *Handler) Route(spec Spec, prov Provider) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		start := time.Now()
+		ctx := reqlog.With(req.Context(), "source", spec.Source)
+		d := delivery{h: h, spec: spec, w: w, req: req, start: start}
+		d.serve(ctx, prov)
+	})
+}
 
-// Route returns the echo handler for prov's route.
-func (h *Handler) Route(prov Provider) echo.HandlerFunc {
-	source := prov.Source()
-	return func(c echo.Context) error {
-		req := c.Request()
-		ctx := reqlog.Add(req.Context(), "source", source)
-		c.SetRequest(req.WithContext(ctx))
-		log := reqlog.From(ctx)
+// delivery is one request to a webhook route.
+type delivery struct {
+	h     *Handler
+	spec  Spec
+	w     http.ResponseWriter
+	req   *http.Request
+	start time.Time
+}
 
-		body, err := io.ReadAll(http.MaxBytesReader(c.Response(), req.Body, h.maxBody))
-		if err != nil {
-			var tooLarge *http.MaxBytesError
-			if errors.As(err, &tooLarge) {
-				h.metrics.Rejections.WithLabelValues(source, "body_too_large").Inc()
-				log.Warn("delivery rejected", "reason", "body_too_large", "limit", h.maxBody)
-				return c.JSON(http.StatusRequestEntityTooLarge, response{Outcome: "rejected", Reason: "body_too_large"})
-			}
-			h.metrics.Rejections.WithLabelValues(source, "body_unreadable").Inc()
-			log.Warn("delivery rejected", "reason", "body_unreadable", "error", err)
-			return c.JSON(http.StatusBadRequest, response{Outcome: "rejected", Reason: "body_unreadable"})
+func (d *delivery) serve(ctx context.Context, prov Provider) {
+	h, spec, req := d.h, d.spec, d.req
+	select {
+	case h.inflight <- struct{}{}:
+		defer func() { <-h.inflight }()
+	default:
+		d.w.Header().Set("Retry-After", "1")
+		d.reject(ctx, http.StatusServiceUnavailable, "too_many_in_flight", nil)
+		return
+	}
+	if !signed(req.Header, spec.SignatureHeaders) {
+		// Refused before the body is read: an unsigned request costs us
+		// its headers only. The connection is closed rather than drained.
+		d.w.Header().Set("Connection", "close")
+		d.reject(ctx, http.StatusBadRequest, "missing_signature", nil)
+		return
+	}
+	if req.ContentLength > h.maxBody {
+		d.w.Header().Set("Connection", "close")
+		d.reject(ctx, http.StatusRequestEntityTooLarge, "body_too_large", nil)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(d.w, req.Body, h.maxBody))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			d.reject(ctx, http.StatusRequestEntityTooLarge, "body_too_large", nil)
+			return
 		}
+		d.reject(ctx, http.StatusBadRequest, "body_unreadable", err)
+		return
+	}
 
-		ev, err := prov.Verify(req.Header, body, h.now())
-		if err != nil {
-			reason := "invalid"
-			var rej *RejectError
-			if errors.As(err, &rej) {
-				reason = rej.Reason
-			}
-			h.metrics.Rejections.WithLabelValues(source, reason).Inc()
-			log.Warn("delivery rejected", "reason", reason, "error", err)
-			return c.JSON(http.StatusBadRequest, response{Outcome: "rejected", Reason: reason})
+	ev, err := prov.Verify(req.Header, body, h.now())
+	if err != nil {
+		reason := "invalid"
+		var rej *RejectError
+		if errors.As(err, &rej) {
+			reason = rej.Reason
 		}
-		h.metrics.secretMatched(source, ev.SecretIndex)
-		ctx = reqlog.Add(ctx, "event_id", ev.ID, "event_type", ev.Type)
-		c.SetRequest(req.WithContext(ctx)) // so the request's own log line carries them too
-		log = reqlog.From(ctx)
-		if v, ok := prov.(versioned); ok && ev.APIVersion != "" && ev.APIVersion != v.APIVersion() {
-			h.metrics.APIVersionMismatch.WithLabelValues(source, ev.APIVersion).Inc()
-			log.Debug("event in another API version", "api_version", ev.APIVersion, "expected", v.APIVersion())
-		}
+		d.reject(ctx, http.StatusBadRequest, reason, err)
+		return
+	}
+	ev.Via = ViaDelivery
+	h.metrics.secretMatched(spec.Source, ev.SecretIndex)
+	ctx = reqlog.With(ctx, "event_id", ev.ID, "event_type", ev.Type)
+	if spec.APIVersion != "" && ev.APIVersion != "" && ev.APIVersion != spec.APIVersion {
+		h.metrics.APIVersionMismatch.WithLabelValues(spec.Source, apiVersionLabel(ev.APIVersion)).Inc()
+	}
 
-		// A verified event is processed to the end even if the sender hangs
-		// up (GitHub gives up after 10 s and never redelivers): a claim cut
-		// off half-way would only be rolled back and lost with it.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.proc.DeliveryTimeout())
-		defer cancel()
-		res := h.proc.Process(pctx, prov, ev)
-		h.metrics.Deliveries.WithLabelValues(source, ev.Type, res.Outcome).Inc()
-		body2 := response{Outcome: res.Outcome, Event: ev.ID}
-		switch res.Outcome {
-		case OutcomeProcessed, OutcomeDuplicate, OutcomeIgnored, OutcomeParked:
-			log.Info("delivery answered", "outcome", res.Outcome)
-			return c.JSON(http.StatusOK, body2)
-		case OutcomeLeaseConflict:
-			secs := int(res.RetryAfter / time.Second)
-			c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
-			log.Info("delivery answered: another worker holds the lease", "outcome", res.Outcome, "retry_after_s", secs)
-			return c.JSON(http.StatusServiceUnavailable, body2)
-		case OutcomeStepFailed:
-			log.Warn("delivery answered: a step failed", "outcome", res.Outcome, "error", res.Err)
-			return c.JSON(http.StatusBadGateway, body2)
-		default:
-			c.Response().Header().Set("Retry-After", "5")
-			log.Error("delivery answered: not processed", "outcome", res.Outcome, "error", res.Err)
-			return c.JSON(http.StatusServiceUnavailable, body2)
+	// A verified event is processed to the end even if the sender hangs
+	// up (GitHub gives up after 10 s and never redelivers): a claim cut
+	// off half-way would only be rolled back and lost with it.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.proc.DeliveryTimeout())
+	defer cancel()
+	res := h.proc.Process(pctx, prov, ev)
+	typ := "other"
+	if spec.Handles(ev.Type) {
+		typ = ev.Type
+	}
+	h.metrics.Deliveries.WithLabelValues(spec.Source, typ, string(res.Outcome)).Inc()
+
+	status := http.StatusOK
+	switch {
+	case res.Outcome.Acknowledged():
+	case res.Outcome == OutcomeLeaseConflict:
+		status = http.StatusServiceUnavailable
+		d.w.Header().Set("Retry-After", strconv.Itoa(int(res.RetryAfter/time.Second)))
+	case res.Outcome == OutcomeStepFailed:
+		status = http.StatusBadGateway
+	default:
+		status = http.StatusServiceUnavailable
+		d.w.Header().Set("Retry-After", "5")
+	}
+	d.answer(status, response{Outcome: string(res.Outcome), Event: ev.ID})
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	h.log.Log(ctx, level, "delivery", "status", status, "outcome", string(res.Outcome),
+		"duration_ms", time.Since(d.start).Milliseconds(), "error", errText(res.Err))
+}
+
+// reject answers a delivery refused before anything was written. The
+// error may quote request parts: providers cap what they quote.
+func (d *delivery) reject(ctx context.Context, status int, reason string, err error) {
+	d.h.metrics.Rejections.WithLabelValues(d.spec.Source, reason).Inc()
+	d.answer(status, response{Outcome: "rejected", Reason: reason})
+	d.h.log.WarnContext(ctx, "delivery rejected", "status", status, "reason", reason, "error", errText(err),
+		"duration_ms", time.Since(d.start).Milliseconds())
+}
+
+func (d *delivery) answer(status int, r response) {
+	b, _ := json.Marshal(r)
+	d.w.Header().Set("Content-Type", "application/json")
+	d.w.WriteHeader(status)
+	_, _ = d.w.Write(append(b, '\n'))
+}
+
+// signed reports whether any of the signature headers is present.
+func signed(h http.Header, names []string) bool {
+	if len(names) == 0 {
+		return true
+	}
+	for _, n := range names {
+		if h.Get(n) != "" {
+			return true
 		}
 	}
+	return false
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -15,7 +16,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
@@ -30,10 +30,11 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // testProvider is a provider of the test's own: a "paid" event writes an
-// order and plans the two steps of a paid checkout.
+// order and plans the two steps of a paid checkout, each on the condition
+// that the event's transaction wrote the order.
 type testProvider struct{}
 
-func (testProvider) Source() string { return "test" }
+var testSpec = webhooks.Spec{Source: "test", SignatureHeaders: []string{"X-Test-Signature"}, Types: []string{"test.paid"}}
 
 func (testProvider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, error) {
 	if h.Get("X-Test-Signature") != "valid" {
@@ -46,24 +47,16 @@ func (testProvider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Ev
 	return webhooks.Event{Source: "test", Key: e.ID, ID: e.ID, Type: "test.paid", Body: body}, nil
 }
 
-func (testProvider) Apply(ctx context.Context, tx webhooks.Tx, ev webhooks.Event) ([]webhooks.Step, error) {
-	o, created, err := orders.Create(ctx, tx, orders.Order{
+func (testProvider) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
+	o := orders.Order{
 		Source: "test", ProviderEventID: ev.ID, ExternalID: "ext_" + ev.ID, Status: orders.StatusPaid,
 		AmountCents: 1000, Currency: "usd", CustomerEmail: "customer@example.com",
-	})
-	if err != nil || !created {
-		return nil, err
 	}
-	return []webhooks.Step{
-		{Name: "email.confirmation", Email: &webhooks.EmailStep{
-			Template: "order_confirmation", To: o.CustomerEmail,
-			Data: map[string]any{"OrderID": o.ID, "AmountCents": o.AmountCents, "Currency": o.Currency},
-		}},
-		{Name: "fulfillment", Fulfillment: &fulfillment.Request{
-			OrderID: o.ID, Source: o.Source, ExternalID: o.ExternalID, AmountCents: o.AmountCents,
-			Currency: o.Currency, CustomerEmail: o.CustomerEmail,
-		}},
-	}, nil
+	orders.Create(p, o, orders.Position{})
+	cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaid)
+	p.StepIf(mail.Step("email.confirmation", mail.Email{Template: "order_confirmation"}), cond, args...)
+	p.StepIf(fulfillment.Step("fulfillment"), cond, args...)
+	return nil
 }
 
 // rig is a processor on a fresh database with a real SMTP server and a
@@ -77,24 +70,35 @@ type rig struct {
 	opts webhooks.Options
 }
 
+func kinds(smtpAddr, apiURL string) webhooks.StepKinds {
+	k := webhooks.StepKinds{
+		mail.KindEmail:              mail.Kind{Sender: mail.SMTPSender{Addr: smtpAddr}, From: "shop@example.test", Domain: "example.test"},
+		fulfillment.KindFulfillment: fulfillment.Kind{},
+	}
+	if apiURL != "" {
+		k[fulfillment.KindFulfillment] = fulfillment.Kind{Client: fulfillment.New(apiURL)}
+	}
+	return k
+}
+
 func newRig(t *testing.T, opts webhooks.Options) *rig {
 	t.Helper()
 	r := &rig{pool: pgtest.NewPool(t), smtp: mailtest.NewServer(t), api: fulfillmenttest.NewServer(t), opts: opts}
-	runner := &webhooks.StepRunner{
-		Mail:       mail.SMTPSender{Addr: r.smtp.Addr()},
-		MailFrom:   "shop@example.test",
-		MailDomain: "example.test",
-		Fulfiller:  fulfillment.New(r.api.URL()),
-	}
 	metrics := webhooks.NewMetrics(prometheus.NewRegistry())
-	r.proc = webhooks.NewProcessor(r.pool, runner, metrics, opts)
-	e := echo.New()
-	e.POST("/webhooks/test", webhooks.NewHandler(r.proc, metrics, 1<<20).Route(testProvider{}))
-	srv := httptest.NewServer(e)
+	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	r.proc = webhooks.NewProcessor(r.pool, kinds(r.smtp.Addr(), r.api.URL()), metrics, log, opts)
+	mux := http.NewServeMux()
+	mux.Handle("POST /webhooks/test", webhooks.NewHandler(r.proc, metrics, log, 1<<20, 256).Route(testSpec, testProvider{}))
+	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	r.url = srv.URL + "/webhooks/test"
 	return r
 }
+
+// testLog sends the processor's log lines to the test's log.
+type testLog struct{ t *testing.T }
+
+func (w testLog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
 
 type answer struct {
 	status     int
@@ -288,20 +292,24 @@ func TestWorkerDiesBetweenClaimAndCompletion(t *testing.T) {
 func TestSlowWorkerCannotCompleteReclaimedStep(t *testing.T) {
 	r := newRig(t, webhooks.Options{Lease: time.Minute})
 	ctx := context.Background()
-	step := webhooks.Step{Name: "fulfillment", Fulfillment: &fulfillment.Request{ExternalID: "x"}}
-
-	slow, ok, _, err := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute)
-	if err != nil || !ok {
-		t.Fatalf("first claim: %v %v", ok, err)
+	r.crashAfterCommit(t, "evt_slow")
+	const key = "evt_slow/fulfillment"
+	expire := func(ago string) {
+		t.Helper()
+		if _, err := r.pool.Exec(ctx, `UPDATE processed_events SET claimed_at = now() - $2::interval WHERE event_key = $1`, key, ago); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if _, ok, status, _ := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute); ok || status != "in_progress" {
+	if _, ok, status, _ := webhooks.TakeStep(ctx, r.pool, key, time.Minute); ok || status != webhooks.StatusInProgress {
 		t.Fatalf("a fresh lease was taken: ok=%v status=%s", ok, status)
 	}
-	// The slow worker's lease runs out.
-	if _, err := r.pool.Exec(ctx, `UPDATE processed_events SET claimed_at = now() - interval '2 minutes' WHERE event_key = 'evt_slow/fulfillment'`); err != nil {
-		t.Fatal(err)
+	expire("2 minutes") // the dead worker's lease runs out
+	slow, ok, _, err := webhooks.TakeStep(ctx, r.pool, key, time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("take of an expired lease: %v %v", ok, err)
 	}
-	fresh, ok, _, err := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute)
+	expire("2 minutes") // the slow worker's lease runs out in turn
+	fresh, ok, _, err := webhooks.TakeStep(ctx, r.pool, key, time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("reclaim of an expired lease: %v %v", ok, err)
 	}
@@ -311,17 +319,15 @@ func TestSlowWorkerCannotCompleteReclaimedStep(t *testing.T) {
 	if _, err := webhooks.ReleaseStep(ctx, r.pool, slow, errors.New("late failure")); !errors.Is(err, webhooks.ErrLeaseLost) {
 		t.Fatalf("slow worker released a reclaimed step: %v", err)
 	}
-	if st := r.step(t, "evt_slow/fulfillment"); st.Status != "in_progress" || st.GivenBack {
+	if st := r.step(t, key); st.Status != "in_progress" || st.GivenBack || st.Attempts != 3 {
 		t.Fatalf("new holder's claim disturbed: %+v", st)
 	}
 	if err := webhooks.CompleteStep(ctx, r.pool, fresh); err != nil {
 		t.Fatalf("new holder could not complete: %v", err)
 	}
 	// Even with its lease long expired, a done step is never taken back.
-	if _, err := r.pool.Exec(ctx, `UPDATE processed_events SET claimed_at = now() - interval '1 hour' WHERE event_key = 'evt_slow/fulfillment'`); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok, status, _ := webhooks.ClaimStep(ctx, r.pool, "test", "evt_slow", step, time.Minute); ok || status != "done" {
+	expire("1 hour")
+	if _, ok, status, _ := webhooks.TakeStep(ctx, r.pool, key, time.Minute); ok || status != webhooks.StatusDone {
 		t.Fatalf("a done step was reclaimed: ok=%v status=%s", ok, status)
 	}
 }
@@ -463,9 +469,8 @@ func TestStepPlannedElsewhereCannotRunHere(t *testing.T) {
 	r.crashAfterCommit(t, "evt_moved")
 	r.waitLeaseExpired(t, "evt_moved")
 
-	bare := webhooks.NewProcessor(r.pool, &webhooks.StepRunner{
-		Mail: mail.SMTPSender{Addr: r.smtp.Addr()}, MailFrom: "shop@example.test", MailDomain: "example.test",
-	}, webhooks.NewMetrics(prometheus.NewRegistry()), opts)
+	bare := webhooks.NewProcessor(r.pool, kinds(r.smtp.Addr(), ""), webhooks.NewMetrics(prometheus.NewRegistry()),
+		slog.New(slog.NewTextHandler(io.Discard, nil)), opts)
 	ran, failed, err := bare.RedriveOnce(context.Background(), 10)
 	if err != nil || ran != 2 || failed != 1 {
 		t.Fatalf("redriver without a fulfillment API: ran %d failed %d err %v, want 2 and 1", ran, failed, err)
@@ -539,5 +544,29 @@ func TestSenderHangsUp(t *testing.T) {
 			t.Fatalf("after the sender hung up: %d orders, %d fulfillment calls, want 1 and 1", r.orders(t), len(r.api.Requests()))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestCopyKeepsItsConnection: a copy of an event is stopped by the guard
+// inside its one round trip, and the batch's implicit transaction rolls
+// back cleanly, so the connection goes back to the pool instead of being
+// closed (which a transaction left open would force).
+func TestCopyKeepsItsConnection(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	ctx := context.Background()
+	if res := r.proc.Process(ctx, testProvider{}, r.event("evt_once")); res.Outcome != webhooks.OutcomeProcessed {
+		t.Fatalf("first delivery: %+v", res)
+	}
+	before := r.pool.Stat().NewConnsCount()
+	for range 20 {
+		if res := r.proc.Process(ctx, testProvider{}, r.event("evt_once")); res.Outcome != webhooks.OutcomeDuplicate {
+			t.Fatalf("copy: %+v, want duplicate", res)
+		}
+	}
+	if n := r.pool.Stat().NewConnsCount() - before; n != 0 {
+		t.Errorf("20 copies opened %d new connections, want 0", n)
+	}
+	if n := r.orders(t); n != 1 {
+		t.Errorf("orders = %d, want 1", n)
 	}
 }

@@ -1,12 +1,16 @@
 package webhooks
 
 import (
+	"regexp"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Metrics are the receiver's Prometheus series about deliveries and steps.
+// Every label value comes from a closed set: sources and event types from
+// the providers' Specs, reasons and outcomes from this package's
+// vocabularies, never from a header or field no sender signed.
 type Metrics struct {
 	Deliveries         *prometheus.CounterVec // source, event_type, outcome
 	Rejections         *prometheus.CounterVec // source, reason
@@ -15,6 +19,7 @@ type Metrics struct {
 	RedriverRuns       *prometheus.CounterVec // result
 	APIVersionMismatch *prometheus.CounterVec // source, api_version
 	SecretMatches      *prometheus.CounterVec // source, position
+	copies             prometheus.Counter
 }
 
 // NewMetrics registers the series with reg.
@@ -22,7 +27,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhook_deliveries_total",
-			Help: "Verified webhook deliveries by source, event type and outcome.",
+			Help: "Verified webhook deliveries by source, event type (\"other\" for types the provider does not act on) and outcome.",
 		}, []string{"source", "event_type", "outcome"}),
 		Rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhook_rejections_total",
@@ -30,7 +35,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source", "reason"}),
 		Steps: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhook_step_outcomes_total",
-			Help: "Attempts of steps that leave the database, by step and outcome.",
+			Help: "Attempts of steps that leave the database, by step and outcome (done, failed, parked, skipped, lease_lost).",
 		}, []string{"step", "outcome"}),
 		LeaseReclaims: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "webhook_lease_reclaims_total",
@@ -48,16 +53,31 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "webhook_secret_matches_total",
 			Help: "Verified deliveries by the position of the configured secret that matched.",
 		}, []string{"source", "position"}),
+		copies: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "webhook_signed_body_copies_total",
+			Help: "Deliveries whose signed body had been received before under another delivery id (a replay), acknowledged and not acted on.",
+		}),
 	}
 	reg.MustRegister(m.Deliveries, m.Rejections, m.Steps, m.LeaseReclaims, m.RedriverRuns,
-		m.APIVersionMismatch, m.SecretMatches)
+		m.APIVersionMismatch, m.SecretMatches, m.copies)
 	return m
 }
 
-func (m *Metrics) stepOutcome(step, outcome string) {
-	m.Steps.WithLabelValues(step, outcome).Inc()
+func (m *Metrics) stepOutcome(step string, outcome StepOutcome) {
+	m.Steps.WithLabelValues(step, string(outcome)).Inc()
 }
 
 func (m *Metrics) secretMatched(source string, index int) {
 	m.SecretMatches.WithLabelValues(source, strconv.Itoa(index)).Inc()
 }
+
+// apiVersionLabel is an API version as a label value: a signed field, but
+// shaped like one ("2023-10-16", "2024-09-30.acacia") or counted as "other".
+func apiVersionLabel(v string) string {
+	if len(v) <= 32 && apiVersionShape.MatchString(v) {
+		return v
+	}
+	return "other"
+}
+
+var apiVersionShape = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}(\.[a-z]{1,20})?$`)

@@ -4,48 +4,68 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/paywebhooks/receiver/internal/reqlog"
-)
-
-// Outcomes of a delivery, as the processor reports them and the metrics
-// count them.
-const (
-	OutcomeProcessed     = "processed"      // this delivery did the work; 200
-	OutcomeDuplicate     = "duplicate"      // the work was already done; 200
-	OutcomeIgnored       = "ignored"        // an event type this receiver does not handle; 200
-	OutcomeParked        = "parked"         // kept for an operator; 200
-	OutcomeLeaseConflict = "lease_conflict" // another worker holds a fresh lease; 503
-	OutcomeStepFailed    = "step_failed"    // a step failed and gave its lease back; 502
-	OutcomeError         = "error"          // the database failed; 503
 )
 
 // Result is what became of one delivery.
 type Result struct {
-	Outcome    string
+	Outcome    Outcome
 	RetryAfter time.Duration // with OutcomeLeaseConflict
 	Err        error         // the cause, with OutcomeStepFailed and OutcomeError
 }
 
-// Options tune the processor.
+// Options tune the processor. Zero fields take the value in Defaults.
 type Options struct {
-	Lease       time.Duration // LEASE_DURATION
-	MaxAttempts int           // attempts of a step before it is parked
-	Backoff     time.Duration // first redrive delay after a failed attempt; doubles each attempt
+	Lease              time.Duration // LEASE_DURATION
+	StepTimeout        time.Duration // STEP_TIMEOUT: bound of every call that leaves the database
+	MaxAttempts        int           // MAX_STEP_ATTEMPTS: attempts of a step before it is parked
+	Backoff            time.Duration // REDRIVE_INTERVAL: first redrive delay after a failed attempt; doubles each attempt
+	RedriveParallelism int           // REDRIVE_PARALLELISM: steps the redriver runs at once
 }
 
-// Processor runs an event: its claim and database writes in one transaction,
-// then each of its steps under a lease.
+// Defaults are the one set of defaults: the configuration's, the
+// processor's and the README's.
+var Defaults = Options{
+	Lease:              5 * time.Minute,
+	MaxAttempts:        10,
+	Backoff:            10 * time.Second,
+	RedriveParallelism: 8,
+}
+
+func (o Options) withDefaults() Options {
+	if o.Lease <= 0 {
+		o.Lease = Defaults.Lease
+	}
+	if o.StepTimeout <= 0 {
+		o.StepTimeout = StepTimeout(o.Lease)
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = Defaults.MaxAttempts
+	}
+	if o.Backoff <= 0 {
+		o.Backoff = Defaults.Backoff
+	}
+	if o.RedriveParallelism <= 0 {
+		o.RedriveParallelism = Defaults.RedriveParallelism
+	}
+	return o
+}
+
+// Processor runs an event: its claim, stored body and database writes in
+// one transaction sent in one round trip, then each of its steps under a
+// lease.
 type Processor struct {
 	pool    *pgxpool.Pool
-	runner  *StepRunner
+	kinds   StepKinds
 	metrics *Metrics
+	log     *slog.Logger
 	opts    Options
 
 	// afterEventCommit, when set by a test, runs right after an event's
@@ -54,139 +74,208 @@ type Processor struct {
 	afterEventCommit func(Event)
 }
 
-// NewProcessor returns a processor over pool.
-func NewProcessor(pool *pgxpool.Pool, runner *StepRunner, metrics *Metrics, opts Options) *Processor {
-	if opts.MaxAttempts <= 0 {
-		opts.MaxAttempts = 8
-	}
-	if opts.Backoff <= 0 {
-		opts.Backoff = 5 * time.Second
-	}
-	return &Processor{pool: pool, runner: runner, metrics: metrics, opts: opts}
+// NewProcessor returns a processor over pool that runs steps of the given
+// kinds.
+func NewProcessor(pool *pgxpool.Pool, kinds StepKinds, metrics *Metrics, log *slog.Logger, opts Options) *Processor {
+	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults()}
 }
 
-// Process handles one verified event, from a delivery, a replay or the
-// redriver. It is safe to call any number of times, concurrently, from any
-// number of processes: the claims make the writes happen once and the steps
-// run under one lease at a time.
+// Options returns the processor's options, defaults applied.
+func (p *Processor) Options() Options { return p.opts }
+
+// Process handles one verified event, from a delivery, a replay, a
+// reconciliation or the redriver. It is safe to call any number of times,
+// concurrently, from any number of processes: the claims make the writes
+// happen once and the steps run under one lease at a time.
 func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result {
-	log := reqlog.From(ctx)
-	leased, fresh, claims, err := p.applyEvent(ctx, prov, ev)
-	switch {
+	return p.process(ctx, prov, ev, claimSQL, claimArgs)
+}
+
+func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim string,
+	args func(Event, ClaimStatus, Outcome, string) []any) Result {
+	var plan Plan
+	status, outcome, lastError := StatusDone, OutcomeProcessed, ""
+	switch err := prov.Plan(&ev, &plan); {
 	case errors.Is(err, ErrUnhandled):
-		log.Info("event type not handled; acknowledged")
-		return Result{Outcome: OutcomeIgnored}
+		outcome, plan = OutcomeIgnored, Plan{}
 	case errors.Is(err, ErrUnprocessable):
-		log.Warn("event parked: its fields cannot be read", "error", err)
-		return Result{Outcome: OutcomeParked}
+		status, outcome, lastError, plan = StatusParked, OutcomeParked, err.Error(), Plan{}
 	case err != nil:
-		log.Error("event not processed", "error", err)
+		p.log.ErrorContext(ctx, "event not planned", "error", err)
 		return Result{Outcome: OutcomeError, Err: err}
 	}
-	if fresh {
-		if p.afterEventCommit != nil {
-			p.afterEventCommit(ev)
-		}
-		return p.runSteps(ctx, leased, OutcomeProcessed)
+
+	leased, claimed, claims, err := p.commit(ctx, ev, &plan, claim, args(ev, status, outcome, lastError))
+	switch {
+	case err != nil:
+		p.log.ErrorContext(ctx, "event not processed", "error", err)
+		return Result{Outcome: OutcomeError, Err: err}
+	case !claimed:
+		return p.resume(ctx, ev, claims)
+	case outcome == OutcomeIgnored:
+		p.log.DebugContext(ctx, "event type not handled; acknowledged")
+		return Result{Outcome: OutcomeIgnored}
+	case outcome == OutcomeParked:
+		p.log.WarnContext(ctx, "event parked: its fields cannot be read", "error", lastError)
+		return Result{Outcome: OutcomeParked}
 	}
-	return p.resume(ctx, ev, claims)
+	if p.afterEventCommit != nil {
+		p.afterEventCommit(ev)
+	}
+	return p.runSteps(ctx, leased, OutcomeProcessed)
 }
 
-// applyEvent runs the single-transaction pattern: the claim, the stored
-// body, the provider's writes and the steps' leases commit together or not
-// at all. fresh is false when the event had been claimed before; claims
-// then says what became of it.
-func (p *Processor) applyEvent(ctx context.Context, prov Provider, ev Event) (leased []leasedStep, fresh bool, claims eventClaims, err error) {
-	tx, claimed, claims, err := beginClaim(ctx, p.pool, ev)
-	if err != nil || !claimed {
-		return nil, false, claims, err
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			tx.rollback() // never leave a connection checked out inside the claim
-			panic(r)
-		}
-	}()
-	steps, applyErr := prov.Apply(ctx, tx.conn, ev)
+// commit sends the event's transaction in one round trip: the claim (with
+// the event's body), a read of the event's claims, then, when there is
+// anything to write, the guard, the provider's writes and the steps'
+// leases. The batch is one implicit transaction, committed when all of it
+// succeeds and rolled back otherwise. When the event was claimed before,
+// claimed is false and claims says what became of it; the guard has
+// stopped the rest, so nothing was written.
+func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim string, claimArgs []any) (leased []leasedStep, claimed bool, claims eventClaims, err error) {
+	var skipped []leasedStep
 	b := &pgx.Batch{}
-	switch {
-	case errors.Is(applyErr, ErrUnhandled):
-		b.Queue(`UPDATE webhook_events SET outcome = $2 WHERE event_key = $1`, ev.Key, outcomeIgnored)
-	case errors.Is(applyErr, ErrUnprocessable):
-		tx.rollback()
-		return nil, true, claims, p.park(ctx, ev, applyErr)
-	case applyErr != nil:
-		tx.rollback()
-		return nil, false, claims, applyErr
+	b.Queue(claim, claimArgs...)
+	b.Queue(readClaimsSQL, ev.Key)
+	if plan.Len() > 0 {
+		b.Queue(guardSQL, ev.Key)
 	}
-	for _, s := range steps {
-		if why := p.runner.Unavailable(s); why != "" {
-			reqlog.From(ctx).Warn("step skipped", "step", s.Name, "reason", why)
-			p.metrics.stepOutcome(s.Name, "skipped")
+	tp := traceparent(ctx)
+	for _, it := range plan.items {
+		if it.step == nil {
+			b.Queue(it.sql, it.args...)
 			continue
 		}
-		ls, err := queueStepClaim(b, ev, s)
-		if err != nil {
-			tx.rollback()
-			return nil, false, claims, err
+		s := it.step
+		kind, ok := p.kinds[s.Kind]
+		if !ok {
+			return nil, false, claims, fmt.Errorf("event %s plans step %s of kind %q, which no StepKind runs", ev.Key, s.Name, s.Kind)
 		}
-		leased = append(leased, ls)
+		payload, err := kind.Prepare(s.Payload)
+		if err != nil {
+			return nil, false, claims, fmt.Errorf("prepare step %s of %s: %w", s.Name, ev.Key, err)
+		}
+		status, why := StatusInProgress, kind.Unconfigured()
+		if why != "" {
+			status = StatusSkipped
+		}
+		args := append(slices.Clip(it.args), StepKey(ev.Key, s.Name), ev.Source, ev.Key, s.Name, s.Kind,
+			[]byte(payload), tp, string(status), why)
+		b.Queue(stepInsertSQL(it.sql, len(it.args)), args...)
 	}
-	if err := tx.commit(ctx, b); err != nil {
-		return nil, false, claims, fmt.Errorf("event %s: %w", ev.Key, err)
+
+	br := p.pool.SendBatch(ctx, b)
+	defer func() {
+		if cerr := br.Close(); err == nil && claimed {
+			err = dbError("commit event "+ev.Key, cerr)
+		}
+	}()
+	var marker string
+	switch err = br.QueryRow().Scan(&marker); {
+	case err == nil:
+		claimed = true
+	case errors.Is(err, pgx.ErrNoRows):
+		err = nil
+	default:
+		return nil, false, claims, dbError("claim event "+ev.Key, err)
 	}
-	if errors.Is(applyErr, ErrUnhandled) {
-		return nil, true, claims, applyErr
+	rows, err := br.Query()
+	if err == nil {
+		claims, err = scanEventClaims(rows)
+	}
+	if err != nil {
+		return nil, false, eventClaims{}, dbError("read claims of "+ev.Key, err)
+	}
+	if !claimed {
+		// A copy: the guard stopped the transaction; nothing was written.
+		return nil, false, claims, nil
+	}
+	if plan.Len() > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, false, claims, dbError("guard event "+ev.Key, err)
+		}
+	}
+	for _, it := range plan.items {
+		if it.step == nil {
+			if _, err := br.Exec(); err != nil {
+				return nil, false, claims, dbError("event "+ev.Key+": write", err)
+			}
+			continue
+		}
+		ls := leasedStep{Key: StepKey(ev.Key, it.step.Name), EventKey: ev.Key, Source: ev.Source, Name: it.step.Name,
+			Kind: it.step.Kind, Token: 1, Attempts: 1, Traceparent: tp}
+		switch err := br.QueryRow().Scan(&ls.Payload); {
+		case errors.Is(err, pgx.ErrNoRows): // its condition did not hold: not planned
+		case err != nil:
+			return nil, false, claims, dbError("event "+ev.Key+": plan step "+it.step.Name, err)
+		case p.kinds[ls.Kind].Unconfigured() != "":
+			skipped = append(skipped, ls)
+		default:
+			leased = append(leased, ls)
+		}
+	}
+	for _, ls := range skipped {
+		p.log.WarnContext(ctx, "step skipped", "step", ls.Name, "reason", p.kinds[ls.Kind].Unconfigured())
+		p.metrics.stepOutcome(ls.Name, StepSkipped)
 	}
 	return leased, true, claims, nil
-}
-
-// park keeps an event whose fields cannot be read, with its raw body and the
-// error, acknowledged so the sender stops retrying and visible to operators.
-func (p *Processor) park(ctx context.Context, ev Event, cause error) error {
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		claimed, err := claimEvent(ctx, tx, ev, StatusParked, cause.Error())
-		if err != nil || !claimed {
-			return err
-		}
-		return storeEvent(ctx, tx, ev, outcomeParked, cause.Error())
-	})
-	if err != nil {
-		return fmt.Errorf("park event %s: %w", ev.Key, err)
-	}
-	return cause
 }
 
 // resume handles an event claimed before, given its claims: it finishes
 // whatever steps are not done yet, taking each lease only if it is free or
 // has run out.
 func (p *Processor) resume(ctx context.Context, ev Event, claims eventClaims) Result {
-	if claims.Status == StatusParked {
+	switch {
+	case claims.Status == StatusParked:
 		return Result{Outcome: OutcomeParked}
+	case claims.Status == "":
+		// Not this key, but its body hash was claimed: the same signed
+		// body under another delivery id. That delivery answers for it.
+		p.log.WarnContext(ctx, "a signed body already received under another delivery id; acknowledged as a copy")
+		p.metrics.copies.Inc()
+		return Result{Outcome: OutcomeDuplicate}
 	}
+	var open []storedStep
+	for _, ss := range claims.Steps {
+		if ss.Status == StatusInProgress {
+			open = append(open, ss)
+		}
+	}
+	if len(open) == 0 {
+		return Result{Outcome: OutcomeDuplicate}
+	}
+	b := &pgx.Batch{}
+	for _, ss := range open {
+		queueTake(b, ss.Key, p.opts.Lease)
+	}
+	br := p.pool.SendBatch(ctx, b)
 	var leased []leasedStep
 	var conflict time.Duration
-	for _, ss := range claims.Steps {
-		if ss.Status != StatusInProgress {
-			continue
-		}
-		ls, ok, st, err := claimStep(ctx, p.pool, ev.Source, ev.Key, ss.Step, p.opts.Lease)
-		if err != nil {
-			// Leases already taken are not stranded: they run, and the
-			// delivery still fails so that the sender retries the rest.
-			p.runSteps(ctx, leased, OutcomeDuplicate)
-			return Result{Outcome: OutcomeError, Err: err}
-		}
-		if ok {
+	var err error
+	for _, ss := range open {
+		ls, ok, st, terr := scanTake(br.QueryRow(), ss.Key)
+		switch {
+		case terr != nil:
+			err = terr
+		case ok:
 			if ls.Attempts > 1 {
 				p.metrics.LeaseReclaims.Inc()
 			}
 			leased = append(leased, ls)
-			continue
-		}
-		if st.Status == StatusInProgress {
+		case st.Status == StatusInProgress:
 			conflict = max(conflict, p.retryAfter(st.ClaimedAt))
 		}
+		if err != nil {
+			break
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		// The takes were one transaction, rolled back: no lease is held.
+		p.log.ErrorContext(ctx, "steps not taken", "error", err)
+		return Result{Outcome: OutcomeError, Err: err}
 	}
 	res := p.runSteps(ctx, leased, OutcomeDuplicate)
 	if res.Outcome == OutcomeDuplicate && len(leased) > 0 {
@@ -207,14 +296,21 @@ func (p *Processor) retryAfter(claimedAt time.Time) time.Duration {
 
 // runSteps runs leased steps side by side (each has its own lease, so the
 // delivery waits for the slowest, not the sum) and reports ok when every one
-// of them is done (or parked for an operator).
-func (p *Processor) runSteps(ctx context.Context, leased []leasedStep, ok string) Result {
+// of them is done, skipped or parked for an operator.
+func (p *Processor) runSteps(ctx context.Context, leased []leasedStep, ok Outcome) Result {
+	if len(leased) == 1 {
+		return p.stepsResult([]error{p.runStep(ctx, leased[0])}, ok)
+	}
 	errs := make([]error, len(leased))
 	var wg sync.WaitGroup
 	for i, ls := range leased {
 		wg.Go(func() { errs[i] = p.runStep(ctx, ls) })
 	}
 	wg.Wait()
+	return p.stepsResult(errs, ok)
+}
+
+func (p *Processor) stepsResult(errs []error, ok Outcome) Result {
 	parked := false
 	for i, err := range errs {
 		if errors.Is(err, errStepParked) {
@@ -237,56 +333,84 @@ var errStepParked = errors.New("step parked for an operator")
 // runStep performs one step whose lease this worker holds, then records the
 // result with a compare-and-set on the claim. No connection is held while
 // the step runs. The step runs on a context detached from the request's, so
-// a sender that hangs up does not cut a call half-way, and bounded by
-// StepTimeout, well under the lease.
+// a sender that hangs up does not cut a call half-way, and bounded by the
+// step timeout, well under the lease.
 func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
-	log := reqlog.From(ctx).With("step", ls.Step.Name, "step_key", ls.Key, "attempt", ls.Attempts)
 	bg := context.WithoutCancel(ctx)
-	sctx, cancel := context.WithTimeout(bg, StepTimeout(p.opts.Lease))
-	start := time.Now()
-	// A step this process cannot run (planned by one configured otherwise)
-	// fails in Run like any other attempt: its lease is given back for a
-	// process that can, or it is parked once the attempts are spent.
-	stepErr := p.runner.Run(sctx, ls.Key, ls.Step)
-	cancel()
+	record := func(f func(context.Context) error) error {
+		dbctx, cancel := context.WithTimeout(bg, RecordTimeout(p.opts.Lease))
+		defer cancel()
+		return f(dbctx)
+	}
+	log := p.log.With("step", ls.Name, "step_key", ls.Key, "attempt", ls.Attempts)
 
-	dbctx, cancel := context.WithTimeout(bg, 10*time.Second)
-	defer cancel()
+	kind, known := p.kinds[ls.Kind]
+	var stepErr error
+	start := time.Now()
+	switch {
+	case !known:
+		// Planned by a process that knows a kind this one does not: given
+		// back for one that does, or parked once the attempts are spent.
+		stepErr = fmt.Errorf("step %s is of kind %q, which this process cannot run", ls.Key, ls.Kind)
+	case kind.Unconfigured() != "":
+		// Planned by a process configured otherwise (a replica during a
+		// rolling deploy): given back likewise.
+		stepErr = fmt.Errorf("step %s cannot run in this process: %s", ls.Key, kind.Unconfigured())
+	default:
+		if why := kind.Unavailable(ls.Payload); why != "" {
+			err := record(func(c context.Context) error { return skipStep(c, p.pool, ls, why) })
+			if err != nil && !errors.Is(err, errLeaseLost) {
+				log.ErrorContext(ctx, "step cannot run, and its skip was not recorded", "reason", why, "error", err)
+				return err
+			}
+			log.WarnContext(ctx, "step skipped", "reason", why)
+			p.metrics.stepOutcome(ls.Name, StepSkipped)
+			return nil
+		}
+		sctx, cancel := context.WithTimeout(bg, p.opts.StepTimeout)
+		stepErr = kind.Run(sctx, ls.Key, ls.Payload)
+		cancel()
+	}
+
 	if stepErr == nil {
-		err := completeStep(dbctx, p.pool, ls)
+		err := record(func(c context.Context) error { return completeStep(c, p.pool, ls) })
 		switch {
 		case errors.Is(err, errLeaseLost):
 			// The step ran, but our lease had run out and another worker
 			// took it: its holder completes it, and the Message-ID and
 			// Idempotency-Key let the receivers drop the duplicate.
-			log.Warn("step done, but its lease was taken meanwhile; leaving it to the new holder")
-			p.metrics.stepOutcome(ls.Step.Name, "lease_lost")
+			log.WarnContext(ctx, "step done, but its lease was taken meanwhile; leaving it to the new holder")
+			p.metrics.stepOutcome(ls.Name, StepLeaseLost)
 			return nil
 		case err != nil:
-			log.Error("step done but not recorded; it will run again", "error", err)
+			log.ErrorContext(ctx, "step done but not recorded; it will run again", "error", err)
 			return err
 		}
-		log.Info("step done", "duration", time.Since(start))
-		p.metrics.stepOutcome(ls.Step.Name, "done")
+		log.InfoContext(ctx, "step done", "duration", time.Since(start))
+		p.metrics.stepOutcome(ls.Name, StepDone)
 		return nil
 	}
 
 	perm := permanent(stepErr)
-	status, err := releaseStep(dbctx, p.pool, ls, stepErr, p.backoff(ls.Attempts), p.opts.MaxAttempts, perm)
+	var status ClaimStatus
+	err := record(func(c context.Context) (err error) {
+		status, err = releaseStep(c, p.pool, ls, stepErr, p.backoff(ls.Attempts), p.opts.MaxAttempts, perm)
+		return err
+	})
 	switch {
 	case errors.Is(err, errLeaseLost):
-		log.Warn("step failed after its lease was taken", "error", stepErr)
+		log.WarnContext(ctx, "step failed after its lease was taken", "error", stepErr)
 		return fmt.Errorf("step %s: %w", ls.Key, stepErr)
 	case err != nil:
-		log.Error("step failed and its lease could not be given back", "error", stepErr, "release_error", err)
+		log.ErrorContext(ctx, "step failed and its lease could not be given back", "error", stepErr, "release_error", err)
 		return fmt.Errorf("step %s: %w", ls.Key, stepErr)
 	case status == StatusParked:
-		log.Error("step parked for an operator", "error", stepErr, "permanent", perm)
-		p.metrics.stepOutcome(ls.Step.Name, "parked")
+		log.ErrorContext(ctx, "step parked for an operator", "error", stepErr, "permanent", perm)
+		p.metrics.stepOutcome(ls.Name, StepParked)
 		return errStepParked
 	}
-	log.Warn("step failed; lease given back", "error", stepErr)
-	p.metrics.stepOutcome(ls.Step.Name, "failed")
+	log.WarnContext(ctx, "step failed; lease given back", "error", stepErr)
+	p.metrics.stepOutcome(ls.Name, StepFailed)
 	return fmt.Errorf("step %s: %w", ls.Key, stepErr)
 }
 
@@ -296,3 +420,15 @@ func (p *Processor) backoff(attempts int) time.Duration {
 	d := p.opts.Backoff << min(max(attempts-1, 0), 20)
 	return min(d, time.Hour)
 }
+
+// DeliveryTimeout bounds the processing of one delivery once verified: the
+// event's transaction and its steps, which run side by side, each within
+// the step timeout, then recorded.
+func (p *Processor) DeliveryTimeout() time.Duration {
+	return p.opts.StepTimeout + RecordTimeout(p.opts.Lease) + 20*time.Second
+}
+
+// traceparent is the W3C trace context of ctx, stored with the steps an
+// event plans so that whoever finishes them later links back to it; empty
+// when tracing is off.
+var traceparent = func(ctx context.Context) string { return "" }

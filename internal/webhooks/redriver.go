@@ -2,11 +2,13 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
+	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/paywebhooks/receiver/internal/reqlog"
 )
@@ -16,66 +18,67 @@ import (
 // of them, without any delivery. GitHub never retries a failed delivery and
 // Stripe stops after three days, so the receiver cannot wait for the sender.
 //
-// Several replicas may run it at once: each step is taken with the same
-// lease claim as a delivery, so only one of them runs it at a time.
-// It returns how many steps it ran and how many of those failed.
+// It runs up to RedriveParallelism steps at once, each under its own lease
+// taken with the same compare-and-set as a delivery's, so several replicas
+// may run it at once and a step still runs once at a time. It returns how
+// many steps it ran and how many of those failed.
 func (p *Processor) RedriveOnce(ctx context.Context, limit int) (ran, failed int, err error) {
-	const sql = `
-SELECT event_key, source, parent_key, payload FROM processed_events
-WHERE kind = 'step' AND status = 'in_progress'
-  AND claimed_at < now() - $1 * interval '1 millisecond'
-  AND (next_attempt_at IS NULL OR next_attempt_at <= now())
-ORDER BY claimed_at
-LIMIT $2`
-	rows, err := p.pool.Query(ctx, sql, p.opts.Lease.Milliseconds(), limit)
+	rows, err := p.pool.Query(ctx, dueStepsSQL, p.opts.Lease.Milliseconds(), limit)
 	if err != nil {
-		return 0, 0, fmt.Errorf("find steps to redrive: %w", err)
+		return 0, 0, dbError("find steps to redrive", err)
 	}
-	type due struct {
-		key, source, eventKey string
-		step                  Step
-	}
-	var todo []due
-	for rows.Next() {
-		var d due
-		var payload []byte
-		if err := rows.Scan(&d.key, &d.source, &d.eventKey, &payload); err != nil {
-			rows.Close()
-			return 0, 0, fmt.Errorf("find steps to redrive: %w", err)
-		}
-		if err := json.Unmarshal(payload, &d.step); err != nil {
-			slog.Error("redriver: step payload unreadable", "step_key", d.key, "error", err)
-			continue
-		}
-		todo = append(todo, d)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return 0, 0, fmt.Errorf("find steps to redrive: %w", err)
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, 0, dbError("find steps to redrive", err)
 	}
 
-	for _, d := range todo {
-		ls, ok, _, err := claimStep(ctx, p.pool, d.source, d.eventKey, d.step, p.opts.Lease)
-		if err != nil {
-			return ran, failed, err
+	var nran, nfailed atomic.Int64
+	var firstErr error
+	var mu sync.Mutex
+	sem := make(chan struct{}, p.opts.RedriveParallelism)
+	var wg sync.WaitGroup
+	for _, key := range keys {
+		if ctx.Err() != nil {
+			break
 		}
-		if !ok {
-			continue // another replica or a delivery took it first
-		}
-		p.metrics.LeaseReclaims.Inc()
-		sctx := reqlog.With(ctx, slog.Default().With("source", d.source, "event_key", d.eventKey, "redriver", true))
-		ran++
-		if err := p.runStep(sctx, ls); err != nil && !errors.Is(err, errStepParked) {
-			failed++
-		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			ls, ok, _, err := takeStep(ctx, p.pool, key, p.opts.Lease)
+			if err != nil {
+				mu.Lock()
+				firstErr = cmp(firstErr, err)
+				mu.Unlock()
+				return
+			}
+			if !ok {
+				return // another replica or a delivery took it first
+			}
+			p.metrics.LeaseReclaims.Inc()
+			nran.Add(1)
+			sctx := reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "redriver", true)
+			if err := p.runStep(sctx, ls); err != nil && !errors.Is(err, errStepParked) {
+				nfailed.Add(1)
+			}
+		})
 	}
-	return ran, failed, nil
+	wg.Wait()
+	return int(nran.Load()), int(nfailed.Load()), firstErr
 }
 
-// Redrive runs RedriveOnce every interval until ctx ends.
+func cmp(first, err error) error {
+	if first != nil {
+		return first
+	}
+	return err
+}
+
+// Redrive runs RedriveOnce every interval until ctx ends. A full batch may
+// mean more are due: it goes again at once.
 func (p *Processor) Redrive(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	batch := max(50, 4*p.opts.RedriveParallelism)
 	for {
 		select {
 		case <-ctx.Done():
@@ -83,23 +86,47 @@ func (p *Processor) Redrive(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		}
 		for {
-			ran, failed, err := p.RedriveOnce(ctx, 50)
+			ran, failed, err := p.RedriveOnce(ctx, batch)
 			switch {
 			case err != nil:
 				if ctx.Err() == nil {
-					slog.Warn("redriver run failed", "error", err)
+					p.log.Warn("redriver run failed", "error", err)
 				}
 				p.metrics.RedriverRuns.WithLabelValues("error").Inc()
 			case ran == 0:
 				p.metrics.RedriverRuns.WithLabelValues("idle").Inc()
 			default:
-				slog.Info("redriver run", "steps", ran, "failed", failed)
+				p.log.Info("redriver run", "steps", ran, "failed", failed)
 				p.metrics.RedriverRuns.WithLabelValues("worked").Inc()
 			}
-			// A full batch may mean more are due: go again at once.
-			if err != nil || ran < 50 || ctx.Err() != nil {
+			if err != nil || ran < batch || ctx.Err() != nil {
 				break
 			}
 		}
 	}
+}
+
+// RedriveStep runs one step now, if its lease can be taken (an operator's
+// "run now"): its back-off is ignored, a fresh lease of another worker is
+// not. It reports whether the step ran.
+func (p *Processor) RedriveStep(ctx context.Context, key string) (bool, error) {
+	if _, err := p.pool.Exec(ctx, `
+UPDATE processed_events SET claimed_at = '-infinity', next_attempt_at = NULL
+WHERE event_key = $1 AND kind = 'step' AND status = 'in_progress' AND `+leaseExpired("$2"),
+		key, p.opts.Lease.Milliseconds()); err != nil {
+		return false, dbError("redrive step "+key, err)
+	}
+	ls, ok, st, err := takeStep(ctx, p.pool, key, p.opts.Lease)
+	if err != nil || !ok {
+		if err == nil && st.Status == "" {
+			err = fmt.Errorf("step %s: %w", key, ErrNotFound)
+		}
+		return false, err
+	}
+	p.metrics.LeaseReclaims.Inc()
+	err = p.runStep(reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "operator", true), ls)
+	if errors.Is(err, errStepParked) {
+		err = nil
+	}
+	return true, err
 }

@@ -2,49 +2,42 @@ package webhooks
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
-
-	"github.com/paywebhooks/receiver/internal/fulfillment"
-	"github.com/paywebhooks/receiver/internal/mail"
 )
 
-// MailSender sends one email; internal/mail's SMTP and file senders satisfy it.
-type MailSender interface {
-	Send(ctx context.Context, m mail.Message) error
+// StepKind runs the steps of one kind (an email, a call to the fulfillment
+// API, whatever a fork adds). The core knows kinds only through this
+// interface: internal/mail and internal/fulfillment implement it, and the
+// server registers them by name in StepKinds.
+type StepKind interface {
+	// Prepare completes a step's payload when the step is planned, with
+	// what must stay the same on every attempt wherever it runs (an
+	// email's sender and Message-ID domain). It does no I/O.
+	Prepare(payload json.RawMessage) (json.RawMessage, error)
+
+	// Unconfigured says why this process cannot run any step of the kind
+	// (no fulfillment API configured), or "" when it can. A step planned
+	// where its kind is unconfigured is recorded as skipped, with the
+	// reason, and counted; one taken over by such a process (a replica
+	// configured otherwise) is given back for a process that can run it.
+	Unconfigured() string
+
+	// Unavailable says why this step can never run as planned (it has no
+	// recipient), or "" when it can. Such a step is recorded as skipped.
+	Unavailable(payload json.RawMessage) string
+
+	// Run makes one attempt, bounded by ctx. key is the step's claim key:
+	// whatever must be the same on every attempt of this step and differ
+	// for every other (a Message-ID, an Idempotency-Key) derives from it.
+	// An error whose chain has a Permanent() bool method returning true
+	// parks the step at once; any other error is retried.
+	Run(ctx context.Context, key string, payload json.RawMessage) error
 }
 
-// Fulfiller calls the fulfillment API; *fulfillment.Client satisfies it.
-type Fulfiller interface {
-	Fulfill(ctx context.Context, idempotencyKey string, r fulfillment.Request) error
-}
-
-// StepRunner performs steps that leave the database. It holds no database
-// connection: the processor calls it between two short statements.
-type StepRunner struct {
-	Mail       MailSender
-	MailFrom   string
-	MailDomain string    // right-hand side of every Message-ID
-	Fulfiller  Fulfiller // nil when FULFILLMENT_URL is unset
-}
-
-// Unavailable says why a planned step cannot run with this configuration
-// (no recipient, no fulfillment API), or "" when it can. Such a step is not
-// planned at all, and the processor logs and counts it as skipped.
-func (r *StepRunner) Unavailable(s Step) string {
-	switch {
-	case s.Email != nil && s.Email.To == "":
-		return "no recipient address"
-	case s.Email != nil && r.Mail == nil:
-		return "no mail sender configured"
-	case s.Fulfillment != nil && r.Fulfiller == nil:
-		return "FULFILLMENT_URL is unset"
-	case s.Email == nil && s.Fulfillment == nil:
-		return "step has no action"
-	}
-	return ""
-}
+// StepKinds are the kinds a processor can run, by Step.Kind.
+type StepKinds map[string]StepKind
 
 // permanent reports whether err says that retrying cannot help (the
 // fulfillment API answered 4xx, an address is malformed).
@@ -53,44 +46,30 @@ func permanent(err error) bool {
 	return errors.As(err, &p) && p.Permanent()
 }
 
-// Run performs the step whose claim key is key. The Message-ID and the
-// Idempotency-Key derive from key alone, so every attempt of the step sends
-// the same ones and every other step or event different ones.
-func (r *StepRunner) Run(ctx context.Context, key string, s Step) error {
-	if why := r.Unavailable(s); why != "" {
-		return fmt.Errorf("step %s cannot run in this process: %s", key, why)
-	}
-	switch {
-	case s.Email != nil:
-		subject, text, html, err := mail.Render(s.Email.Template, s.Email.Data)
-		if err != nil {
-			return fmt.Errorf("render %s: %w", s.Email.Template, err)
-		}
-		return r.Mail.Send(ctx, mail.Message{
-			MessageID: mail.MessageID(key, r.MailDomain),
-			From:      r.MailFrom,
-			To:        s.Email.To,
-			Subject:   subject,
-			Text:      text,
-			HTML:      html,
-		})
-	case s.Fulfillment != nil:
-		return r.Fulfiller.Fulfill(ctx, fulfillment.IdempotencyKey(key), *s.Fulfillment)
-	}
-	return fmt.Errorf("step %s has no action", key)
-}
-
-// StepTimeout bounds every call that leaves the database. It is a quarter of
-// the lease window, capped at 30 s: a step that times out has given its
-// lease back long before the lease could run out under it, so a live worker
-// is never mistaken for a dead one.
+// StepTimeout bounds every call that leaves the database when
+// STEP_TIMEOUT is unset: a quarter of the lease window, capped at 30 s.
 func StepTimeout(lease time.Duration) time.Duration {
 	return min(lease/4, 30*time.Second)
 }
 
-// DeliveryTimeout bounds the processing of one delivery once verified: the
-// event's transaction and its steps, which run side by side, each within
-// StepTimeout.
-func (p *Processor) DeliveryTimeout() time.Duration {
-	return StepTimeout(p.opts.Lease) + 30*time.Second
+// RecordTimeout bounds the statement that records a step's result: a
+// quarter of the lease, capped at 10 s.
+func RecordTimeout(lease time.Duration) time.Duration {
+	return min(lease/4, 10*time.Second)
+}
+
+// CheckLease says what is wrong with a lease that a live worker could
+// outlive: a step may take stepTimeout and its result RecordTimeout(lease)
+// more to record, and the lease must outlast both, or another worker would
+// take a step that is still running. It returns "" when the lease is long
+// enough.
+func CheckLease(lease, stepTimeout time.Duration) string {
+	need := stepTimeout + RecordTimeout(lease)
+	if lease <= need {
+		return "LEASE_DURATION " + lease.String() + " is not longer than the step timeout (" + stepTimeout.String() +
+			") plus the time allowed to record a completion (" + RecordTimeout(lease).String() +
+			"): a live worker's lease could run out under it; raise LEASE_DURATION above " + need.String() +
+			" or lower STEP_TIMEOUT"
+	}
+	return ""
 }

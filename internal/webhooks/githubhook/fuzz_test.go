@@ -2,6 +2,7 @@ package githubhook_test
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"net/http"
 	"strings"
@@ -18,12 +19,12 @@ import (
 func FuzzVerify(f *testing.F) {
 	for _, name := range history {
 		body := rt.Fixture(f, name)
-		f.Add(body, rt.SignGitHub(body, rt.GitHubSecret), "application/json")
+		f.Add(body, "sha256="+hex.EncodeToString(githubhook.Sign(body, rt.Secret(githubhook.Spec))), "application/json")
 	}
-	f.Add([]byte("payload=%7B%7D"), rt.SignGitHub([]byte("payload=%7B%7D"), rt.GitHubSecret), "application/x-www-form-urlencoded")
+	f.Add([]byte("payload=%7B%7D"), "sha256="+hex.EncodeToString(githubhook.Sign([]byte("payload=%7B%7D"), rt.Secret(githubhook.Spec))), "application/x-www-form-urlencoded")
 	f.Add([]byte("Hello, World!"), "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17", "application/json")
-	f.Add([]byte(`null`), rt.SignGitHub([]byte(`null`), rt.GitHubSecret), "application/json; charset=utf-8")
-	p := githubhook.New([]string{rt.GitHubSecret}, "")
+	f.Add([]byte(`null`), "sha256="+hex.EncodeToString(githubhook.Sign([]byte(`null`), rt.Secret(githubhook.Spec))), "application/json; charset=utf-8")
+	p := githubhook.New([]string{rt.Secret(githubhook.Spec)}, "")
 	f.Fuzz(func(t *testing.T, body []byte, sig, contentType string) {
 		h := http.Header{}
 		h.Set("Content-Type", contentType)
@@ -34,7 +35,7 @@ func FuzzVerify(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !strings.EqualFold(strings.TrimSpace(sig), rt.SignGitHub(body, rt.GitHubSecret)) {
+		if !strings.EqualFold(strings.TrimSpace(sig), "sha256="+hex.EncodeToString(githubhook.Sign(body, rt.Secret(githubhook.Spec)))) {
 			t.Fatalf("accepted signature %q for a body it does not sign", sig)
 		}
 		var obj map[string]json.RawMessage

@@ -1,17 +1,22 @@
 // Package githubhook is the GitHub provider of the receiver: it verifies
 // X-Hub-Signature-256 over the raw body with every configured secret, reads
-// JSON and form-encoded deliveries alike, and writes the orders of GitHub
-// Marketplace purchases and GitHub Sponsors sponsorships inside the
-// transaction that holds the event's claim.
+// JSON and form-encoded deliveries alike, and queues the orders of GitHub
+// Marketplace purchases and GitHub Sponsors sponsorships on the transaction
+// that holds the event's claim.
 //
-// A delivery's dedupe key is "<X-GitHub-Hook-ID>:<X-GitHub-Delivery>": a
+// GitHub signs the body and nothing else: X-GitHub-Delivery, X-GitHub-Hook-ID
+// and X-GitHub-Event can be changed at will on a captured delivery. So a
+// delivery's dedupe key is "<X-GitHub-Hook-ID>:<X-GitHub-Delivery>" (a
 // redelivery keeps its GUID, and one GUID is shared by every hook that
-// receives the event, so each hook's copy is claimed once. Orders are keyed
-// on the event's GUID and on their business key, so two hooks' copies of
-// one purchase still make one order.
+// receives the event), but it is bound to what is signed: the hash of the
+// hook id and raw body is unique among stored events, so the same body
+// replayed under a new GUID is a copy; the event type must agree with the
+// body; and orders only move forward (an older Marketplace or sponsorship
+// event changes nothing), whatever headers a replay carries.
 package githubhook
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -42,7 +47,42 @@ const (
 // maxIDLen bounds the delivery GUID and hook id that go into a key.
 const maxIDLen = 100
 
-// Provider verifies and applies GitHub deliveries.
+// Spec describes the GitHub provider to the registry.
+var Spec = webhooks.Spec{
+	Source: Source,
+	Secret: webhooks.Var{
+		Name:      "GITHUB_WEBHOOK_SECRET",
+		Doc:       "GitHub webhook secret; comma-separated while rotating",
+		List:      true,
+		Secret:    true,
+		DevPrefix: "ghsec_dev_",
+		Check: func(v string) error {
+			if len(v) < 8 {
+				return errors.New("is shorter than 8 characters")
+			}
+			return nil
+		},
+	},
+	SignatureHeaders: []string{HeaderSignature256, HeaderSignatureSHA1},
+	Types:            []string{"ping", "marketplace_purchase", "sponsorship"},
+	// GitHub signs no timestamp: a captured delivery stays valid for ever,
+	// and its key (with its body hash) is what makes a replay harmless.
+	// GitHub's own redelivery window is 3 days; 90 days of keys is the floor.
+	Retention:    90 * 24 * time.Hour,
+	OrderSources: []string{SourceMarketplace, SourceSponsors},
+	New: func(s webhooks.Settings) (webhooks.Provider, error) {
+		return New(s.Secrets, s.NotifyEmail), nil
+	},
+	Sign: func(body []byte, secret string, _ time.Time) http.Header {
+		return http.Header{
+			"Content-Type":     {"application/json"},
+			"User-Agent":       {"GitHub-Hookshot/test"},
+			HeaderSignature256: {"sha256=" + hex.EncodeToString(Sign(body, secret))},
+		}
+	},
+}
+
+// Provider verifies and plans GitHub deliveries.
 type Provider struct {
 	secrets []string
 	notify  string
@@ -55,19 +95,16 @@ func New(secrets []string, notifyEmail string) *Provider {
 	return &Provider{secrets: secrets, notify: notifyEmail}
 }
 
-// Source implements webhooks.Provider.
-func (p *Provider) Source() string { return Source }
-
 // Verify implements webhooks.Provider: the signature over the raw body as
 // sent, then the event and delivery headers, then the content type and the
-// JSON object it carries. GitHub signs no timestamp, so now is unused: the
-// dedupe claims are what stop a replayed request.
+// JSON object it carries, which must be the body of the event type the
+// header names. GitHub signs no timestamp, so now is unused.
 func (p *Provider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, error) {
 	matched, err := p.verifySignature(h, body)
 	if err != nil {
 		return webhooks.Event{}, err
 	}
-	ev, err := eventHeaders(h)
+	ev, hookID, err := eventHeaders(h)
 	if err != nil {
 		return webhooks.Event{}, err
 	}
@@ -75,9 +112,25 @@ func (p *Provider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Eve
 	if err != nil {
 		return webhooks.Event{}, err
 	}
+	shape, err := agree(ev.Type, hookID, payload)
+	if err != nil {
+		return webhooks.Event{}, err
+	}
 	ev.Body = payload
+	ev.Payload = shape
+	ev.BodyHash = BodyHash(hookID, body)
 	ev.SecretIndex = matched
 	return ev, nil
+}
+
+// BodyHash is what makes a signed body one delivery per hook, whatever
+// GUID it carries: SHA-256 of the hook id and the raw body as signed.
+func BodyHash(hookID string, body []byte) []byte {
+	h := sha256.New()
+	h.Write([]byte(hookID))
+	h.Write([]byte{0})
+	h.Write(body)
+	return h.Sum(nil)
 }
 
 // verifySignature checks X-Hub-Signature-256 against every configured
@@ -124,34 +177,30 @@ func Sign(body []byte, secret string) []byte {
 }
 
 // eventHeaders builds the event's identity from the delivery headers.
-func eventHeaders(h http.Header) (webhooks.Event, error) {
+func eventHeaders(h http.Header) (webhooks.Event, string, error) {
 	typ := h.Get(HeaderEvent)
 	if typ == "" {
-		return webhooks.Event{}, webhooks.Reject("missing_event_header", errors.New("no X-GitHub-Event header"))
+		return webhooks.Event{}, "", webhooks.Reject("missing_event_header", errors.New("no X-GitHub-Event header"))
 	}
 	guid := h.Get(HeaderDelivery)
 	if guid == "" {
-		return webhooks.Event{}, webhooks.Reject("missing_delivery_header", errors.New("no X-GitHub-Delivery header"))
+		return webhooks.Event{}, "", webhooks.Reject("missing_delivery_header", errors.New("no X-GitHub-Delivery header"))
 	}
 	hookID := h.Get(HeaderHookID)
 	if hookID == "" {
 		hookID = "0"
 	}
-	if !keySafe(guid) || !keySafe(hookID) {
-		return webhooks.Event{}, webhooks.Reject("invalid_delivery_header",
-			fmt.Errorf("delivery %q or hook id %q is not up to %d letters, digits, '.', '_' or '-'", guid, hookID, maxIDLen))
+	if !keySafe(typ) || !keySafe(guid) || !keySafe(hookID) {
+		return webhooks.Event{}, "", webhooks.Reject("invalid_delivery_header",
+			fmt.Errorf("event %s, delivery %s or hook id %s is not up to %d letters, digits, '.', '_' or '-'",
+				webhooks.Quote(typ, maxIDLen), webhooks.Quote(guid, maxIDLen), webhooks.Quote(hookID, maxIDLen), maxIDLen))
 	}
-	return webhooks.Event{
-		Source: Source,
-		Key:    hookID + ":" + guid,
-		ID:     guid,
-		Type:   typ,
-	}, nil
+	return webhooks.Event{Source: Source, Key: hookID + ":" + guid, ID: guid, Type: typ}, hookID, nil
 }
 
-// keySafe reports whether s can go into a claim key as it was sent: no ':'
-// or '/', which separate the parts of keys, and nothing an operator's LIKE
-// would trip on.
+// keySafe reports whether s can go into a claim key or a row as it was
+// sent: no ':' or '/', which separate the parts of keys, and nothing an
+// operator's LIKE would trip on.
 func keySafe(s string) bool {
 	if len(s) > maxIDLen {
 		return false
@@ -170,7 +219,7 @@ func keySafe(s string) bool {
 func jsonPayload(contentType string, body []byte) ([]byte, error) {
 	mt, _, err := mime.ParseMediaType(contentType)
 	if err != nil {
-		return nil, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %q", contentType))
+		return nil, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", webhooks.Quote(contentType, 64)))
 	}
 	var payload []byte
 	switch mt {
@@ -186,14 +235,62 @@ func jsonPayload(contentType string, body []byte) ([]byte, error) {
 		}
 		payload = []byte(form.Get("payload"))
 	default:
-		return nil, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %q", mt))
+		return nil, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", webhooks.Quote(mt, 64)))
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(payload, &obj); err != nil {
-		return nil, webhooks.Reject("malformed_json", fmt.Errorf("payload is not a JSON object: %w", err))
-	}
-	if obj == nil {
-		return nil, webhooks.Reject("malformed_json", errors.New("payload is null"))
+	if t := bytes.TrimLeft(payload, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(payload) {
+		return nil, webhooks.Reject("malformed_json", errors.New("payload is not a JSON object"))
 	}
 	return payload, nil
+}
+
+// shape is the top level of a payload: enough to tell which event it is
+// the body of, decoded once and kept as the Event's Payload; the part an
+// event type acts on is decoded from it by Plan.
+type shape struct {
+	Action        *string         `json:"action"`
+	EffectiveDate *string         `json:"effective_date"`
+	Purchase      json.RawMessage `json:"marketplace_purchase"`
+	Sponsorship   json.RawMessage `json:"sponsorship"`
+	Zen           *string         `json:"zen"`
+	HookID        json.RawMessage `json:"hook_id"`
+}
+
+func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "null" }
+
+// agree checks that the payload is the body of the event type the header
+// names, for the types the receiver acts on: a marketplace_purchase body
+// for marketplace_purchase, a sponsorship body for sponsorship, a zen and
+// the hook's own id for ping. Other types are stored and acknowledged,
+// and nothing acts on them.
+func agree(typ, hookID string, payload []byte) (*shape, error) {
+	var s shape
+	if err := json.Unmarshal(payload, &s); err != nil {
+		// Its fields cannot be read: Plan parks it.
+		return nil, nil
+	}
+	mismatch := func(what string) error {
+		return webhooks.Reject("event_type_mismatch", fmt.Errorf("X-GitHub-Event %s, but %s", typ, what))
+	}
+	switch typ {
+	case "ping":
+		if s.Zen == nil || !present(s.HookID) {
+			return nil, mismatch("the body has no zen and hook_id")
+		}
+		if id := strings.Trim(string(s.HookID), `"`); hookID != "0" && id != hookID {
+			return nil, mismatch("the body's hook_id is not X-GitHub-Hook-ID")
+		}
+	case "marketplace_purchase":
+		if !present(s.Purchase) || present(s.Sponsorship) || s.Zen != nil {
+			return nil, mismatch("the body is not a marketplace_purchase")
+		}
+	case "sponsorship":
+		if !present(s.Sponsorship) || present(s.Purchase) || s.Zen != nil {
+			return nil, mismatch("the body is not a sponsorship")
+		}
+	default:
+		if present(s.Purchase) || present(s.Sponsorship) || (s.Zen != nil && present(s.HookID)) {
+			return nil, mismatch("the body is one of the events the receiver acts on")
+		}
+	}
+	return &s, nil
 }

@@ -1,11 +1,13 @@
 // Package stripehook is the Stripe provider of the receiver: it verifies
-// Stripe-Signature with stripe-go's webhook package, reads the events this
-// receiver handles in whatever API version they were sent, and writes their
-// orders and invoices inside the transaction that holds the event's claim.
+// Stripe-Signature (one timestamp, every v1 against every secret), reads
+// the events this receiver handles in whatever API version they were sent,
+// and queues their orders and invoices on the transaction that holds the
+// event's claim.
 package stripehook
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +18,6 @@ import (
 	"time"
 
 	stripe "github.com/stripe/stripe-go/v76"
-	"github.com/stripe/stripe-go/v76/webhook"
 
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -28,7 +29,52 @@ const Source = "stripe"
 // direction. stripe-go checks only the past; this provider checks both.
 const Tolerance = 5 * time.Minute
 
-// Provider verifies and applies Stripe events.
+// Spec describes the Stripe provider to the registry.
+var Spec = webhooks.Spec{
+	Source: Source,
+	Secret: webhooks.Var{
+		Name:      "STRIPE_WEBHOOK_SECRET",
+		Doc:       "Stripe signing secret `whsec_…`; comma-separated while a secret is rolled",
+		List:      true,
+		Secret:    true,
+		DevPrefix: "whsec_dev_",
+		DevHint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: " +
+			"print it with `stripe listen --print-secret` and set STRIPE_WEBHOOK_SECRET to it.",
+		Check: func(v string) error {
+			if !strings.HasPrefix(v, "whsec_") {
+				return errors.New("does not start with whsec_ (use the endpoint's signing secret, or `stripe listen --print-secret`)")
+			}
+			return nil
+		},
+		Mask: func(string) string { return "whsec_****" },
+	},
+	SignatureHeaders: []string{"Stripe-Signature"},
+	Types:            handledTypes,
+	APIVersion:       stripe.APIVersion,
+	// Stripe retries for 3 days in live mode; `stripe events resend` works
+	// for 30, and an event resent past its key's deletion would be
+	// processed again: keep 30 days unless you know better.
+	Retention:    3 * 24 * time.Hour,
+	OrderSources: []string{Source},
+	New: func(s webhooks.Settings) (webhooks.Provider, error) {
+		return New(s.Secrets), nil
+	},
+	Sign: func(body []byte, secret string, at time.Time) http.Header {
+		return http.Header{
+			"Content-Type":     {"application/json; charset=utf-8"},
+			"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
+			"Stripe-Signature": {SignatureHeader(body, secret, at)},
+		}
+	},
+}
+
+// SignatureHeader is the Stripe-Signature of body signed with secret at
+// the given time, as Stripe sends it.
+func SignatureHeader(body []byte, secret string, at time.Time) string {
+	return "t=" + strconv.FormatInt(at.Unix(), 10) + ",v1=" + hex.EncodeToString(Sign(body, secret, at.Unix()))
+}
+
+// Provider verifies and plans Stripe events.
 type Provider struct {
 	secrets []string
 }
@@ -39,16 +85,9 @@ func New(secrets []string) *Provider {
 	return &Provider{secrets: secrets}
 }
 
-// Source implements webhooks.Provider.
-func (p *Provider) Source() string { return Source }
-
-// APIVersion is the version stripe-go v76 was built for. Events in other
-// versions are accepted and counted, never refused for it.
-func (p *Provider) APIVersion() string { return stripe.APIVersion }
-
-// envelope is the part of a Stripe Event every handler relies on. The rest
-// (request, which old API versions send as a string; previous_attributes)
-// is never decoded.
+// envelope is the part of a Stripe Event every handler relies on, decoded
+// once by Verify and kept as the Event's Payload. The rest (request, which
+// old API versions send as a string; previous_attributes) is never decoded.
 type envelope struct {
 	ID         string `json:"id"`
 	Object     string `json:"object"`
@@ -59,43 +98,34 @@ type envelope struct {
 	} `json:"data"`
 }
 
-// Verify implements webhooks.Provider: every v1 signature in the header
-// against every configured secret, then the timestamp within Tolerance on
-// both sides, then the body must be a Stripe Event with data.
+// Verify implements webhooks.Provider: the header is parsed once, every v1
+// signature is tried against every configured secret, the timestamp they
+// sign must be within Tolerance on both sides, and the body must be a
+// Stripe Event with data.
 func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.Event, error) {
 	header := h.Get("Stripe-Signature")
 	if header == "" {
-		return webhooks.Event{}, webhooks.Reject("missing_signature", webhook.ErrNotSigned)
+		return webhooks.Event{}, webhooks.Reject("missing_signature", errors.New("no Stripe-Signature header"))
 	}
 	if ct := h.Get("Content-Type"); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-			return webhooks.Event{}, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %q", ct))
+			return webhooks.Event{}, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", quote(ct)))
 		}
 	}
-	ts, err := signedAt(header)
+	sig, err := parseSignature(header)
 	if err != nil {
 		return webhooks.Event{}, webhooks.Reject("invalid_header", err)
 	}
-	matched := -1
-	for i, secret := range p.secrets {
-		err = webhook.ValidatePayloadIgnoringTolerance(body, header, secret)
-		if err == nil {
-			matched = i
-			break
-		}
-		if !errors.Is(err, webhook.ErrNoValidSignature) {
-			break // the header itself is unusable; every secret would say so
-		}
-	}
+	matched := sig.match(body, p.secrets)
+	signedAt := time.Unix(sig.at, 0)
 	switch {
-	case errors.Is(err, webhook.ErrInvalidHeader), errors.Is(err, webhook.ErrNotSigned):
-		return webhooks.Event{}, webhooks.Reject("invalid_header", err)
 	case matched < 0:
-		return webhooks.Event{}, webhooks.Reject("no_valid_signature", err)
-	case now.Sub(ts) > Tolerance:
-		return webhooks.Event{}, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(ts).Round(time.Second)))
-	case ts.Sub(now) > Tolerance:
-		return webhooks.Event{}, webhooks.Reject("timestamp_in_future", fmt.Errorf("signed %s ahead", ts.Sub(now).Round(time.Second)))
+		return webhooks.Event{}, webhooks.Reject("no_valid_signature",
+			fmt.Errorf("no v1 signature matches any of %d secrets", len(p.secrets)))
+	case now.Sub(signedAt) > Tolerance:
+		return webhooks.Event{}, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(signedAt).Round(time.Second)))
+	case signedAt.Sub(now) > Tolerance:
+		return webhooks.Event{}, webhooks.Reject("timestamp_in_future", fmt.Errorf("signed %s ahead", signedAt.Sub(now).Round(time.Second)))
 	}
 	ev, err := Decode(body)
 	if err != nil {
@@ -105,26 +135,13 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	return ev, nil
 }
 
-// signedAt reads the t= element of a Stripe-Signature header.
-func signedAt(header string) (time.Time, error) {
-	for _, part := range strings.Split(header, ",") {
-		if v, ok := strings.CutPrefix(part, "t="); ok {
-			secs, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return time.Time{}, fmt.Errorf("timestamp %q: %w", v, webhook.ErrInvalidHeader)
-			}
-			return time.Unix(secs, 0), nil
-		}
-	}
-	return time.Time{}, fmt.Errorf("no timestamp: %w", webhook.ErrInvalidHeader)
-}
-
-// Decode reads the envelope of a Stripe Event, verified or stored. It
-// returns a *webhooks.RejectError for a body that is not an Event.
+// Decode reads the envelope of a Stripe Event, verified, stored or fetched
+// from Stripe's API. It returns a *webhooks.RejectError for a body that is
+// not an Event.
 func Decode(body []byte) (webhooks.Event, error) {
-	var env envelope
+	env := new(envelope)
 	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&env); err != nil {
+	if err := dec.Decode(env); err != nil {
 		return webhooks.Event{}, webhooks.Reject("malformed_json", err)
 	}
 	if dec.More() {
@@ -134,7 +151,7 @@ func Decode(body []byte) (webhooks.Event, error) {
 	case env.ID == "" || env.Type == "":
 		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no id or type"))
 	case env.Object != "" && env.Object != "event":
-		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %q", env.Object))
+		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %s", quote(env.Object)))
 	case env.Data == nil || len(env.Data.Object) == 0 || string(env.Data.Object) == "null":
 		return webhooks.Event{}, webhooks.Reject("missing_data", errors.New("event has no data.object"))
 	}
@@ -145,14 +162,20 @@ func Decode(body []byte) (webhooks.Event, error) {
 		Type:       env.Type,
 		APIVersion: env.APIVersion,
 		Body:       body,
+		Payload:    env,
 	}, nil
 }
 
-// object decodes the event's data.object into v, or says why it cannot.
-func object(ev webhooks.Event, v any) error {
-	var env envelope
-	if err := json.Unmarshal(ev.Body, &env); err != nil || env.Data == nil {
-		return webhooks.Unprocessable("event %s: no data.object", ev.ID)
+// object decodes the event's data.object into v, or says why it cannot. It
+// uses the envelope Verify decoded, or decodes a stored body's.
+func object(ev *webhooks.Event, v any) error {
+	env, ok := ev.Payload.(*envelope)
+	if !ok {
+		decoded, err := Decode(ev.Body)
+		if err != nil {
+			return webhooks.Unprocessable("event %s: %v", ev.ID, err)
+		}
+		env = decoded.Payload.(*envelope)
 	}
 	if err := json.Unmarshal(env.Data.Object, v); err != nil {
 		return webhooks.Unprocessable("%s %s: data.object: %v", ev.Type, ev.ID, err)

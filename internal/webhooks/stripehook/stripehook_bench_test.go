@@ -125,7 +125,7 @@ func BenchmarkDeliver(b *testing.B) {
 	h := r.Server.Handler()
 	post := func(body []byte) int {
 		req := httptest.NewRequest(http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))
-		req.Header = rt.StripeHeader(body)
+		req.Header = rt.Signed(stripehook.Spec, body, nil)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		return w.Code

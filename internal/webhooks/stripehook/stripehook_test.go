@@ -17,6 +17,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // deliver posts a fixture and fails the test unless the receiver answers want.
 func deliver(t *testing.T, r *rt.Receiver, body []byte, want int) rt.Response {
 	t.Helper()
-	res := r.PostStripe(t, body)
+	res := r.Deliver(t, stripehook.Spec, body, nil)
 	if res.Status != want {
 		t.Fatalf("status %d, want %d; body %s", res.Status, want, res.Body)
 	}
@@ -165,7 +166,7 @@ func TestHandledEvents(t *testing.T) {
 		if !strings.Contains(res.Body, `"ignored"`) {
 			t.Errorf("body %s, want outcome ignored", res.Body)
 		}
-		if n := r.Count(t, `SELECT count(*) FROM webhook_events WHERE outcome = 'ignored'`); n != 1 {
+		if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE kind = 'event' AND outcome = 'ignored'`); n != 1 {
 			t.Errorf("ignored events stored = %d, want 1", n)
 		}
 	})
@@ -175,7 +176,7 @@ func TestHandledEvents(t *testing.T) {
 		if o, ok := order(t, r, "cs_test_old"); !ok || o.Status != "paid" {
 			t.Fatalf("order = %+v, %v", o, ok)
 		}
-		if n := r.Count(t, `SELECT count(*) FROM webhook_events WHERE api_version = '2015-10-16'`); n != 1 {
+		if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE api_version = '2015-10-16'`); n != 1 {
 			t.Errorf("api_version not recorded")
 		}
 	})
@@ -189,7 +190,7 @@ func TestHandledEvents(t *testing.T) {
 		var status, lastErr string
 		var stored []byte
 		err := r.Pool.QueryRow(context.Background(), `
-SELECT p.status, p.last_error, w.body FROM processed_events p JOIN webhook_events w USING (event_key)
+SELECT p.status, p.last_error, p.body FROM processed_events p
 WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 		if err != nil || status != "parked" || !strings.Contains(lastErr, "amount_total") || string(stored) != string(body) {
 			t.Fatalf("parked row: %v %q %q stored=%d bytes", err, status, lastErr, len(stored))
@@ -253,7 +254,7 @@ func TestConcurrentDelivery(t *testing.T) {
 			for i := range statuses {
 				wg.Go(func() {
 					<-start
-					statuses[i] = r.PostStripe(t, body).Status
+					statuses[i] = r.Deliver(t, stripehook.Spec, body, nil).Status
 				})
 			}
 			close(start)
@@ -280,7 +281,7 @@ func TestReplayWithEmptiedClaims(t *testing.T) {
 	}
 	before := r.Snapshot(t)
 	emails := len(r.SMTP.Messages())
-	if _, err := r.Pool.Exec(context.Background(), `TRUNCATE processed_events, webhook_events`); err != nil {
+	if _, err := r.Pool.Exec(context.Background(), `TRUNCATE processed_events`); err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range allFixtures {
@@ -311,7 +312,7 @@ func TestCrashBetweenClaimAndCommit(t *testing.T) {
 	}
 	body := rt.Fixture(t, "checkout.session.completed.paid.json")
 	done := make(chan rt.Response, 1)
-	go func() { done <- r.PostStripe(t, body) }()
+	go func() { done <- r.Deliver(t, stripehook.Spec, body, nil) }()
 
 	// Wait until the delivery's transaction has claimed and blocks on the lock.
 	var pid int
@@ -407,7 +408,7 @@ func TestBadInput(t *testing.T) {
 	r := rt.New(t)
 	good := rt.Fixture(t, "checkout.session.completed.paid.json")
 	now := time.Now()
-	sig := rt.SignStripe(good, rt.StripeSecret, now)
+	sig := stripehook.SignatureHeader(good, rt.Secret(stripehook.Spec), now)
 	h := func(kv ...string) http.Header {
 		hd := http.Header{"Content-Type": {"application/json"}}
 		for i := 0; i < len(kv); i += 2 {
@@ -416,7 +417,7 @@ func TestBadInput(t *testing.T) {
 		return hd
 	}
 	signed := func(body []byte, ts time.Time) http.Header {
-		return h("Stripe-Signature", rt.SignStripe(body, rt.StripeSecret, ts))
+		return h("Stripe-Signature", stripehook.SignatureHeader(body, rt.Secret(stripehook.Spec), ts))
 	}
 	noData := []byte(`{"id":"evt_nodata","object":"event","type":"checkout.session.completed","api_version":"2023-10-16"}`)
 	notJSON := []byte(`this is not json`)
@@ -430,7 +431,7 @@ func TestBadInput(t *testing.T) {
 		{"NoHeader", h(), good, 400},
 		{"GarbageHeader", h("Stripe-Signature", "garbage"), good, 400},
 		{"HeaderWithSpaces", h("Stripe-Signature", strings.ReplaceAll(sig, ",", ", ")), good, 400},
-		{"WrongSecret", h("Stripe-Signature", rt.SignStripe(good, "whsec_wrong", now)), good, 400},
+		{"WrongSecret", h("Stripe-Signature", stripehook.SignatureHeader(good, "whsec_wrong", now)), good, 400},
 		{"StaleTimestamp", signed(good, now.Add(-6*time.Minute)), good, 400},
 		{"FutureTimestamp", signed(good, now.Add(6*time.Minute)), good, 400},
 		{"TamperedBody", h("Stripe-Signature", sig), []byte(strings.Replace(string(good), "3000", "1", 1)), 400},
@@ -447,20 +448,20 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
-	for _, table := range []string{"processed_events", "webhook_events", "orders"} {
+	for _, table := range []string{"processed_events", "orders"} {
 		if n := r.Count(t, `SELECT count(*) FROM `+table); n != 0 {
 			t.Errorf("%s has %d rows after rejected deliveries", table, n)
 		}
 	}
 	t.Run("PreviousSecretStillAccepted", func(t *testing.T) {
-		res := r.Post(t, "/webhooks/stripe", h("Stripe-Signature", rt.SignStripe(good, rt.OldStripeSecret, now)), good)
+		res := r.Post(t, "/webhooks/stripe", h("Stripe-Signature", stripehook.SignatureHeader(good, rt.OldSecret(stripehook.Spec), now)), good)
 		if res.Status != 200 {
 			t.Fatalf("status %d with the rotated-out secret", res.Status)
 		}
 	})
 	t.Run("ValidSignatureAmongSeveral", func(t *testing.T) {
 		other := rt.Fixture(t, "invoice.created.json")
-		real := rt.SignStripe(other, rt.StripeSecret, now)
+		real := stripehook.SignatureHeader(other, rt.Secret(stripehook.Spec), now)
 		_, v1, _ := strings.Cut(real, ",")
 		header := fmt.Sprintf("t=%d,v1=%064x,%s,v0=deadbeef", now.Unix(), 1, v1)
 		if res := r.Post(t, "/webhooks/stripe", h("Stripe-Signature", header), other); res.Status != 200 {
@@ -547,7 +548,7 @@ func TestRefundRacingOrder(t *testing.T) {
 			"evt_test_charge_refunded", "evt_re"+suffix, "ch_test_1", "ch"+suffix, "pi_test_paid", "pi"+suffix)
 		for _, body := range [][]byte{checkout, refund} {
 			wg.Go(func() {
-				if res := r.PostStripe(t, body); res.Status != 200 {
+				if res := r.Deliver(t, stripehook.Spec, body, nil); res.Status != 200 {
 					t.Errorf("status %d: %s", res.Status, res.Body)
 				}
 			})

@@ -1,0 +1,149 @@
+package mail
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// KindEmail is the step kind of an email.
+const KindEmail = "email"
+
+// Email is the payload of an email step, as stored with its claim.
+type Email struct {
+	Template string         `json:"template"`         // a template of this package: "order_confirmation", …
+	To       string         `json:"to,omitempty"`     // the recipient the event names
+	Notify   string         `json:"notify,omitempty"` // the recipient when neither To nor the order has one (NOTIFY_EMAIL)
+	Data     map[string]any `json:"data,omitempty"`   // the template's data
+	// Order is the order as the event's transaction wrote it, when the
+	// step was planned on a condition that puts it there (orders.Changed).
+	// Its email address is used when To is empty, and its fields are the
+	// template's OrderID, ExternalID, AmountCents and Currency unless Data
+	// sets them.
+	Order *orders.Order `json:"order,omitempty"`
+	// From and MessageIDDomain are stamped when the step is planned, so
+	// that every attempt, wherever it runs, sends the same message.
+	From            string `json:"from,omitempty"`
+	MessageIDDomain string `json:"message_id_domain,omitempty"`
+}
+
+// Step is an email step named name.
+func Step(name string, e Email) webhooks.Step {
+	b, err := json.Marshal(e)
+	if err != nil {
+		panic("mail: encode step: " + err.Error()) // a map of plain values always encodes
+	}
+	return webhooks.Step{Name: name, Kind: KindEmail, Payload: b}
+}
+
+func (e Email) recipient() string {
+	switch {
+	case e.To != "":
+		return e.To
+	case e.Order != nil && e.Order.CustomerEmail != "":
+		return e.Order.CustomerEmail
+	}
+	return e.Notify
+}
+
+func (e Email) data() map[string]any {
+	if e.Order == nil {
+		return e.Data
+	}
+	d := make(map[string]any, len(e.Data)+4)
+	d["OrderID"], d["ExternalID"], d["AmountCents"], d["Currency"] = e.Order.ID, e.Order.ExternalID,
+		e.Order.AmountCents, e.Order.Currency
+	for k, v := range e.Data {
+		d[k] = v
+	}
+	return d
+}
+
+// Kind runs email steps: it renders the step's template and hands the
+// message to Sender, with a Message-ID derived from the step's key.
+type Kind struct {
+	Sender Sender // nil: no way to send mail in this process
+	From   string // MAIL_FROM, stamped on steps when they are planned
+	Domain string // the right-hand side of Message-IDs, stamped likewise
+}
+
+// Prepare implements webhooks.StepKind: the sender and the Message-ID's
+// domain are this process's, fixed when the step is planned.
+func (k Kind) Prepare(payload json.RawMessage) (json.RawMessage, error) {
+	var e Email
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return nil, fmt.Errorf("email step: %w", err)
+	}
+	if e.From != "" && e.MessageIDDomain != "" {
+		return payload, nil
+	}
+	if e.From == "" {
+		e.From = k.From
+	}
+	if e.MessageIDDomain == "" {
+		e.MessageIDDomain = k.Domain
+	}
+	return json.Marshal(e)
+}
+
+// Unconfigured implements webhooks.StepKind.
+func (k Kind) Unconfigured() string {
+	if k.Sender == nil {
+		return "no mail sender configured"
+	}
+	return ""
+}
+
+// Unavailable implements webhooks.StepKind.
+func (k Kind) Unavailable(payload json.RawMessage) string {
+	var e Email
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return "email step payload unreadable: " + err.Error()
+	}
+	if e.recipient() == "" {
+		return "no recipient address"
+	}
+	return ""
+}
+
+// Run implements webhooks.StepKind: one attempt to send the email.
+func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) error {
+	var e Email
+	if err := json.Unmarshal(payload, &e); err != nil {
+		return &invalidError{msg: "email step payload: " + err.Error()}
+	}
+	subject, text, html, err := Render(e.Template, e.data())
+	if err != nil {
+		return &invalidError{msg: fmt.Sprintf("render %s: %v", e.Template, err)}
+	}
+	from, domain := e.From, e.MessageIDDomain
+	if from == "" { // planned before steps carried them
+		from = k.From
+	}
+	if domain == "" {
+		domain = k.Domain
+	}
+	return k.Sender.Send(ctx, Message{
+		MessageID: MessageID(key, domain),
+		From:      from,
+		To:        e.recipient(),
+		Subject:   subject,
+		Text:      text,
+		HTML:      html,
+	})
+}
+
+// Domain returns the domain of an address such as MAIL_FROM ("Shop
+// <shop@example.com>" gives "example.com"), or "localhost".
+func Domain(address string) string {
+	if a, err := parseAddress("From", address); err == nil {
+		if _, d, ok := strings.Cut(a.Address, "@"); ok {
+			return d
+		}
+	}
+	return "localhost"
+}

@@ -1,0 +1,312 @@
+// Package ops is what operators do with the receiver, from the command line
+// (`server events …`) and from the console alike: list, search and show
+// events with every claim, replay what was parked, run a step now, and
+// prune what is done. Neither holds SQL of its own: the operator queries
+// are here, the claim machinery they drive is internal/webhooks'.
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// Summary is one event in a listing.
+type Summary struct {
+	Key        string         `json:"key"`
+	Source     string         `json:"source"`
+	Type       string         `json:"type"`
+	EventID    string         `json:"event_id"`
+	APIVersion string         `json:"api_version,omitempty"`
+	Outcome    string         `json:"outcome"`
+	Via        string         `json:"via"`
+	State      webhooks.State `json:"state"`
+	Steps      int            `json:"steps"`
+	StepsDone  int            `json:"steps_done"` // done or skipped
+	ReceivedAt time.Time      `json:"received_at"`
+}
+
+// Filter narrows a listing; zero fields match everything.
+type Filter struct {
+	Source    string
+	Type      string
+	State     webhooks.State
+	OlderThan time.Duration // received longer ago than this
+	Since     time.Duration // received within this long ago
+	Limit     int
+}
+
+// stateSQL derives an event's state from its claims (aliased p), worst
+// first, as webhooks.States orders them.
+const stateSQL = `CASE
+    WHEN bool_or(p.status = 'parked') THEN 'parked'
+    WHEN bool_or(p.status = 'in_progress' AND p.last_error IS NOT NULL) THEN 'failed'
+    WHEN bool_or(p.status = 'in_progress') THEN 'in_progress'
+    ELSE 'done' END`
+
+// summarySQL reads events (aliased e, from the FROM clause the caller
+// appends) with their state, derived from every row of the event: one
+// range scan of the primary key each.
+const summarySQL = `
+SELECT e.event_key, e.source, coalesce(e.event_type, ''), coalesce(e.event_id, e.event_key),
+       coalesce(e.api_version, ''), coalesce(e.outcome, ''), coalesce(e.via, 'delivery'),
+       s.state, s.steps, s.steps_done, e.claimed_at
+FROM processed_events e
+CROSS JOIN LATERAL (
+    SELECT ` + stateSQL + ` AS state,
+           count(*) FILTER (WHERE p.kind = 'step') AS steps,
+           count(*) FILTER (WHERE p.kind = 'step' AND p.status IN ('done', 'skipped')) AS steps_done
+    FROM processed_events p
+    WHERE p.event_key >= e.event_key AND p.event_key < e.event_key || '0'
+      AND (p.event_key = e.event_key OR starts_with(p.event_key, e.event_key || '/'))
+) s
+`
+
+func scanSummary(r pgx.CollectableRow) (Summary, error) {
+	var s Summary
+	err := r.Scan(&s.Key, &s.Source, &s.Type, &s.EventID, &s.APIVersion, &s.Outcome, &s.Via,
+		&s.State, &s.Steps, &s.StepsDone, &s.ReceivedAt)
+	return s, err
+}
+
+// List returns stored events, newest first. A state filter starts from
+// the claims in that state (the parked index, the open-steps index), so it
+// stays fast however many done events there are.
+func List(ctx context.Context, q webhooks.Querier, f Filter) ([]Summary, error) {
+	if f.Limit <= 0 {
+		f.Limit = 50
+	}
+	where := `
+WHERE e.kind = 'event'
+  AND ($1 = '' OR e.source = $1)
+  AND ($2 = '' OR e.event_type = $2)
+  AND ($3 = 0 OR e.claimed_at < now() - $3 * interval '1 millisecond')
+  AND ($4 = 0 OR e.claimed_at >= now() - $4 * interval '1 millisecond')
+  AND ($5 = '' OR s.state = $5)`
+	switch f.State {
+	case webhooks.StateParked:
+		where += `
+  AND e.event_key IN (SELECT coalesce(parent_key, event_key) FROM processed_events WHERE status = 'parked')`
+	case webhooks.StateFailed, webhooks.StateInProgress:
+		where += `
+  AND e.event_key IN (SELECT parent_key FROM processed_events WHERE kind = 'step' AND status = 'in_progress')`
+	}
+	sql := summarySQL + where + `
+ORDER BY e.claimed_at DESC, e.event_key DESC
+LIMIT $6`
+	rows, err := q.Query(ctx, sql, f.Source, f.Type, f.OlderThan.Milliseconds(), f.Since.Milliseconds(),
+		string(f.State), f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanSummary)
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+// Claim is one row of processed_events, for operators.
+type Claim struct {
+	Key           string     `json:"key"`
+	Kind          string     `json:"kind"`
+	Step          string     `json:"step,omitempty"`
+	StepKind      string     `json:"step_kind,omitempty"`
+	Status        string     `json:"status"`
+	Attempts      int        `json:"attempts"`
+	ClaimToken    int64      `json:"claim_token"`
+	LastError     string     `json:"last_error,omitempty"`
+	ClaimedAt     *time.Time `json:"claimed_at,omitempty"` // nil when the lease was given back
+	CompletedAt   *time.Time `json:"completed_at,omitempty"`
+	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
+	Payload       []byte     `json:"-"`
+}
+
+// Detail is one event with its stored body and every claim.
+type Detail struct {
+	Summary
+	Error  string  `json:"error,omitempty"`
+	Body   []byte  `json:"-"`
+	Claims []Claim `json:"claims"`
+}
+
+// ErrNotFound is returned for a key with no stored event.
+var ErrNotFound = webhooks.ErrNotFound
+
+// Show returns the event stored under key (its key, or the provider's
+// event id where that differs), or an error matching ErrNotFound.
+func Show(ctx context.Context, q webhooks.Querier, key string) (Detail, error) {
+	var d Detail
+	rows, err := q.Query(ctx, summarySQL+`
+WHERE e.kind = 'event' AND (e.event_key = $1 OR (e.event_id = $1 AND e.event_id <> e.event_key))
+ORDER BY e.event_key = $1 DESC LIMIT 1`, key)
+	if err != nil {
+		return Detail{}, fmt.Errorf("show %s: %w", key, err)
+	}
+	d.Summary, err = pgx.CollectExactlyOneRow(rows, scanSummary)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Detail{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return Detail{}, fmt.Errorf("show %s: %w", key, err)
+	}
+	rows, err = q.Query(ctx, `
+SELECT event_key, kind, coalesce(step, ''), coalesce(step_kind, ''), status, attempts, claim_token,
+       coalesce(last_error, ''), CASE WHEN claimed_at = '-infinity' THEN NULL ELSE claimed_at END,
+       completed_at, next_attempt_at, payload, coalesce(body, '')
+FROM processed_events
+WHERE event_key >= $1 AND event_key < $1 || '0' AND (event_key = $1 OR starts_with(event_key, $1 || '/'))
+ORDER BY kind, event_key`, d.Key)
+	if err != nil {
+		return Detail{}, fmt.Errorf("show claims of %s: %w", d.Key, err)
+	}
+	d.Claims, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claim, error) {
+		var c Claim
+		var body []byte
+		err := r.Scan(&c.Key, &c.Kind, &c.Step, &c.StepKind, &c.Status, &c.Attempts, &c.ClaimToken, &c.LastError,
+			&c.ClaimedAt, &c.CompletedAt, &c.NextAttemptAt, &c.Payload, &body)
+		if c.Kind == "event" {
+			d.Body = body
+			if c.Status == string(webhooks.StatusParked) {
+				d.Error = c.LastError
+			}
+		}
+		return c, err
+	})
+	if err != nil {
+		return Detail{}, fmt.Errorf("show claims of %s: %w", d.Key, err)
+	}
+	return d, nil
+}
+
+// ParkedSince returns the keys of events that have anything parked and
+// were received within since, at most limit of them.
+func ParkedSince(ctx context.Context, q webhooks.Querier, since time.Duration, limit int) ([]string, error) {
+	parked, err := List(ctx, q, Filter{State: webhooks.StateParked, Since: since, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(parked))
+	for i, s := range parked {
+		keys[i] = s.Key
+	}
+	return keys, nil
+}
+
+// Replayer is what a replay needs of the processor.
+type Replayer interface {
+	Replay(ctx context.Context, prov webhooks.Provider, ev webhooks.Event) (webhooks.Result, error)
+}
+
+// Replay runs the event stored under key again through the processor and
+// the same claims as a delivery (see webhooks.Processor.Replay), and logs
+// who asked for it and what became of it.
+func Replay(ctx context.Context, q webhooks.Querier, proc Replayer, providers map[string]webhooks.Provider,
+	key, actor string, log *slog.Logger) (webhooks.Result, error) {
+	ev, err := webhooks.LoadEvent(ctx, q, key)
+	if err != nil {
+		return webhooks.Result{}, err
+	}
+	prov, ok := providers[ev.Source]
+	if !ok {
+		return webhooks.Result{}, fmt.Errorf("replay %s: no provider for source %q", ev.Key, ev.Source)
+	}
+	res, err := proc.Replay(ctx, prov, ev)
+	if err != nil {
+		log.ErrorContext(ctx, "operator replay failed", "actor", actor, "event_key", ev.Key, "error", err)
+		return res, err
+	}
+	log.InfoContext(ctx, "operator replay", "actor", actor, "event_key", ev.Key, "outcome", string(res.Outcome),
+		"error", errText(res.Err))
+	return res, nil
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// PruneResult counts what Prune deleted (or would delete).
+type PruneResult struct {
+	Events int64 // events deleted, with their stored bodies
+	Claims int64 // claim rows deleted (events' and steps')
+}
+
+// pruneSQL deletes a batch of a source's events whose claims are all
+// final (done, or skipped steps) and older than $2 ms, with their steps:
+// the oldest first, through the received index, each event's rows as one
+// range of the primary key. Nothing in progress or parked is deleted.
+const pruneVictimsSQL = `
+    SELECT e.event_key FROM processed_events e
+    WHERE e.kind = 'event' AND e.source = $1 AND e.status = 'done'
+      AND e.claimed_at < now() - $2 * interval '1 millisecond'
+      AND NOT EXISTS (
+          SELECT 1 FROM processed_events s
+          WHERE s.event_key > e.event_key AND s.event_key < e.event_key || '0'
+            AND starts_with(s.event_key, e.event_key || '/') AND s.status NOT IN ('done', 'skipped'))
+    ORDER BY e.claimed_at
+    LIMIT $3`
+
+const pruneSQL = `
+WITH victims AS (` + pruneVictimsSQL + `
+    FOR UPDATE SKIP LOCKED
+), claims AS (
+    DELETE FROM processed_events p USING victims v
+    WHERE p.event_key >= v.event_key AND p.event_key < v.event_key || '0'
+      AND (p.event_key = v.event_key OR starts_with(p.event_key, v.event_key || '/'))
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM victims), (SELECT count(*) FROM claims)`
+
+const pruneCountSQL = `
+SELECT count(*), coalesce(sum(n), 0) FROM (
+    SELECT (SELECT count(*) FROM processed_events p
+            WHERE p.event_key >= v.event_key AND p.event_key < v.event_key || '0'
+              AND (p.event_key = v.event_key OR starts_with(p.event_key, v.event_key || '/'))) AS n
+    FROM (` + pruneVictimsSQL + `) v
+) c`
+
+// Prune deletes, for one source, every event whose claims are all final
+// and older than olderThan, with its steps' claims and its stored body, in
+// batches of batchSize. With dryRun it deletes nothing and counts what it
+// would delete. progress, if not nil, is called after each batch.
+func Prune(ctx context.Context, q webhooks.Querier, source string, olderThan time.Duration, batchSize int,
+	dryRun bool, progress func(PruneResult)) (PruneResult, error) {
+	if olderThan <= 0 {
+		return PruneResult{}, fmt.Errorf("prune %s: the window must be positive, got %s", source, olderThan)
+	}
+	if dryRun {
+		var r PruneResult
+		err := q.QueryRow(ctx, pruneCountSQL, source, olderThan.Milliseconds(), int64(1)<<62).Scan(&r.Events, &r.Claims)
+		if err != nil {
+			return PruneResult{}, fmt.Errorf("prune %s (dry run): %w", source, err)
+		}
+		return r, nil
+	}
+	var total PruneResult
+	for {
+		var events, claims int64
+		if err := q.QueryRow(ctx, pruneSQL, source, olderThan.Milliseconds(), batchSize).Scan(&events, &claims); err != nil {
+			return total, fmt.Errorf("prune %s: %w", source, err)
+		}
+		total.Events += events
+		total.Claims += claims
+		if progress != nil && events > 0 {
+			progress(total)
+		}
+		if events < int64(batchSize) {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}

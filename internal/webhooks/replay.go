@@ -1,0 +1,77 @@
+package webhooks
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// LoadEvent reads the event stored under key (its claim key, or the
+// provider's event id where that differs, as GitHub's delivery GUID does),
+// as it was received.
+func LoadEvent(ctx context.Context, q Querier, key string) (Event, error) {
+	var ev Event
+	var via string
+	err := q.QueryRow(ctx, `
+SELECT event_key, source, coalesce(event_id, event_key), coalesce(event_type, ''), coalesce(api_version, ''),
+       coalesce(body, ''), body_hash, coalesce(via, 'delivery')
+FROM processed_events
+WHERE kind = 'event' AND (event_key = $1 OR (event_id = $1 AND event_id <> event_key))
+ORDER BY event_key = $1 DESC LIMIT 1`, key).
+		Scan(&ev.Key, &ev.Source, &ev.ID, &ev.Type, &ev.APIVersion, &ev.Body, &ev.BodyHash, &via)
+	if err != nil {
+		return Event{}, dbError("load event "+key, err)
+	}
+	ev.Via = Via(via)
+	return ev, nil
+}
+
+// Replay runs a stored event again through the processor, from its stored
+// body, honouring every claim: done writes and done steps stay as they are,
+// so a replay of finished work changes nothing. What waits for an operator
+// is opened first: a parked event's claim is taken back in the replay's own
+// transaction (a replay that fails leaves it parked), and parked or skipped
+// steps that this process can run are given back with their attempts
+// reset; those it cannot run (their kind is not configured here) stay as
+// they are.
+func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (Result, error) {
+	rows, err := p.pool.Query(ctx, readClaimsSQL, ev.Key)
+	if err != nil {
+		return Result{}, dbError("read claims of "+ev.Key, err)
+	}
+	claims, err := scanEventClaims(rows)
+	if err != nil {
+		return Result{}, dbError("read claims of "+ev.Key, err)
+	}
+	if claims.Status == "" {
+		return Result{}, fmt.Errorf("replay %s: %w", ev.Key, ErrNotFound)
+	}
+	var reopen []string
+	for _, s := range claims.Steps {
+		if (s.Status == StatusParked || s.Status == StatusSkipped) && p.Runnable(s.Kind, s.Payload) == "" {
+			reopen = append(reopen, s.Key)
+		}
+	}
+	if err := reopenSteps(ctx, p.pool, reopen); err != nil {
+		return Result{}, err
+	}
+	return p.process(ctx, prov, ev, reclaimSQL, reclaimArgs), nil
+}
+
+// Runnable reports why this process cannot run a step of the given kind
+// and payload, or "" when it can: what an operator command checks before
+// it runs steps.
+func (p *Processor) Runnable(kind string, payload json.RawMessage) string {
+	k, ok := p.kinds[kind]
+	switch {
+	case !ok:
+		return fmt.Sprintf("no step kind %q in this process", kind)
+	case k.Unconfigured() != "":
+		return k.Unconfigured()
+	}
+	return k.Unavailable(payload)
+}
+
+// IsNotFound reports whether err says that no stored event or step matched.
+func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }

@@ -1,0 +1,99 @@
+package webhooks
+
+import (
+	"net/http"
+	"time"
+)
+
+// Spec describes a provider once, in its own package: everything outside
+// that package (configuration, `make run`'s development secrets, the route,
+// the metrics, `events prune` and `events list --source`, the test helpers
+// and the README's tables) reads it from the registry in
+// internal/providers, so that a new provider is its package and one line
+// there.
+type Spec struct {
+	// Source names the provider in keys, rows, logs and metrics, and its
+	// route: POST /webhooks/<Source>.
+	Source string
+	// Secret is the variable of its signing secret(s). With no value, the
+	// route is not mounted: the receiver never serves what it cannot verify.
+	Secret Var
+	// Vars are further variables the provider reads (Settings.Env).
+	Vars []Var
+	// SignatureHeaders are the headers a delivery is signed in. A POST with
+	// none of them is refused 400 before its body is read.
+	SignatureHeaders []string
+	// Types are the event types the provider acts on. Metrics label others
+	// "other", so that no label value comes from an unsigned header.
+	Types []string
+	// APIVersion, when set, is the API version the provider was built
+	// against: events in another version are accepted and counted.
+	APIVersion string
+	// Retention is the shortest time its events' claims must be kept (the
+	// sender's retry window, or for ever-valid signatures longer):
+	// `events prune` refuses a shorter window without --force.
+	Retention time.Duration
+	// OrderSources are the values of orders.source its events write.
+	OrderSources []string
+	// New builds the provider from its configuration.
+	New func(Settings) (Provider, error)
+	// Sign returns the headers of a delivery of body signed with secret at
+	// the given time, as the sender signs it: for tests, the load generator
+	// and examples. Optional.
+	Sign func(body []byte, secret string, at time.Time) http.Header
+}
+
+// Route is the path the provider's deliveries are posted to.
+func (s Spec) Route() string { return "/webhooks/" + s.Source }
+
+// Handles reports whether the provider acts on events of type t.
+func (s Spec) Handles(t string) bool {
+	for _, h := range s.Types {
+		if h == t {
+			return true
+		}
+	}
+	return false
+}
+
+// Var is one environment variable of a provider.
+type Var struct {
+	Name    string // "STRIPE_WEBHOOK_SECRET"
+	Doc     string // what it is, for the README's table
+	Default string // used when unset
+	// List: a comma-separated list (secrets while they are rotated).
+	List bool
+	// Secret: never logged; Mask says what start-up may log of a value.
+	Secret bool
+	// Check validates one value (each of a list); nil accepts any.
+	Check func(value string) error
+	// Mask returns what may be logged of a secret value; nil logs "****".
+	Mask func(value string) string
+	// DevPrefix: `make run` sets an unset secret to DevPrefix followed by
+	// 48 random hex digits, kept in var/dev-secrets.env.
+	DevPrefix string
+	// DevHint is printed under the development secret `make run` sets.
+	DevHint string
+}
+
+// Masked is what start-up logs of value.
+func (v Var) Masked(value string) string {
+	switch {
+	case value == "":
+		return ""
+	case !v.Secret:
+		return value
+	case v.Mask != nil:
+		return v.Mask(value)
+	}
+	return "****"
+}
+
+// Settings is a provider's configuration, as Spec.New receives it.
+type Settings struct {
+	Secrets     []string // the values of Spec.Secret, in order
+	NotifyEmail string   // NOTIFY_EMAIL: who gets notices with no customer address
+	// Env returns the value of one of Spec.Vars, already validated (its
+	// default when unset).
+	Env func(name string) string
+}

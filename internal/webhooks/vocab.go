@@ -1,0 +1,80 @@
+package webhooks
+
+// The four vocabularies of the package, each a type of its own so that a
+// value of one is never mistaken for another: the status of a claim row,
+// the outcome of a delivery, the state of an event as operators see it, and
+// the outcome of one attempt of a step.
+
+// ClaimStatus is processed_events.status.
+type ClaimStatus string
+
+const (
+	// StatusInProgress: a step whose lease is held, ran out or was given back.
+	StatusInProgress ClaimStatus = "in_progress"
+	// StatusDone: the event's transaction committed, or the step finished.
+	StatusDone ClaimStatus = "done"
+	// StatusParked: waits for an operator (a step failed for good or ran out
+	// of attempts; an event's fields could not be read).
+	StatusParked ClaimStatus = "parked"
+	// StatusSkipped: a step that could not run where it was taken (no
+	// recipient, no fulfillment API configured). Final, visible, counted;
+	// an operator's replay runs it once the configuration allows.
+	StatusSkipped ClaimStatus = "skipped"
+)
+
+// Outcome is what became of one delivery (or replay, or reconciled event).
+// The stored outcome of an event (processed_events.outcome) is one of
+// OutcomeProcessed, OutcomeIgnored and OutcomeParked.
+type Outcome string
+
+const (
+	OutcomeProcessed     Outcome = "processed"      // this delivery did the work; 200
+	OutcomeDuplicate     Outcome = "duplicate"      // the work was already done; 200
+	OutcomeIgnored       Outcome = "ignored"        // an event type this receiver does not handle; 200
+	OutcomeParked        Outcome = "parked"         // kept for an operator; 200
+	OutcomeLeaseConflict Outcome = "lease_conflict" // another worker holds a fresh lease; 503
+	OutcomeStepFailed    Outcome = "step_failed"    // a step failed and gave its lease back; 502
+	OutcomeError         Outcome = "error"          // the database failed; 503
+)
+
+// Acknowledged reports whether the sender may stop sending: the delivery
+// is answered 2xx.
+func (o Outcome) Acknowledged() bool {
+	switch o {
+	case OutcomeProcessed, OutcomeDuplicate, OutcomeIgnored, OutcomeParked:
+		return true
+	}
+	return false
+}
+
+// State is an event's state as operators see it, derived from its claims.
+type State string
+
+const (
+	StateDone       State = "done"        // the event and every step are done (or skipped)
+	StateInProgress State = "in_progress" // a step is leased or waits for its lease to run out
+	StateFailed     State = "failed"      // a step failed and waits for a retry or the redriver
+	StateParked     State = "parked"      // the event or a step waits for an operator
+)
+
+// States lists every State, worst last.
+var States = []State{StateDone, StateInProgress, StateFailed, StateParked}
+
+// StepOutcome is what became of one attempt of a step.
+type StepOutcome string
+
+const (
+	StepDone      StepOutcome = "done"       // it ran and was recorded done
+	StepFailed    StepOutcome = "failed"     // it failed; its lease was given back for a retry
+	StepParked    StepOutcome = "parked"     // it failed for good or ran out of attempts
+	StepSkipped   StepOutcome = "skipped"    // it cannot run with this configuration or payload
+	StepLeaseLost StepOutcome = "lease_lost" // it ran, but its lease had been taken meanwhile
+)
+
+// Via says how an event reached the receiver.
+type Via string
+
+const (
+	ViaDelivery  Via = "delivery"  // the sender posted it to its route
+	ViaReconcile Via = "reconcile" // it was fetched from the provider's API
+)
