@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Measures the receiver against pgbench running its own SQL and against the
-# copied dedupe snippet, on a fresh durable PostgreSQL cluster, and writes
-# BENCHMARKS.md. Extra arguments go to bench/cmd/benchrun (-phase, -warmup,
-# -concurrency, -rows, -perf, -keep). `make bench` builds bin/server first.
+# Measures the receiver against the copied dedupe snippet and against
+# pgbench running the same SQL, on a fresh durable PostgreSQL cluster, and
+# writes BENCHMARKS.md (about 13 minutes). Arguments go to
+# bench/cmd/benchrun: -quick for a smoke run of a few minutes, -phases 1,4 to
+# run some phases only, -h for every flag. `make bench` runs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain go.mod names; a machine starts on its own Go otherwise.
@@ -14,27 +15,58 @@ if ! command -v pgbench >/dev/null && ! ls /usr/lib/postgresql/*/bin/pgbench >/d
 	exit 1
 fi
 
-mkdir -p bin
-$GO build -o bin/server ./cmd/server
-$GO build -o bin/loadgen ./cmd/loadgen
-$GO build -o bin/snippet ./bench/snippet
-$GO build -o bin/benchrun ./bench/cmd/benchrun
+# BENCH_BIN: where the binaries go (default bin, as make build's).
+bin=${BENCH_BIN:-bin}
+mkdir -p "$bin"
+$GO build -o "$bin/server" ./cmd/server
+$GO build -o "$bin/loadgen" ./cmd/loadgen
+$GO build -o "$bin/snippet" ./bench/snippet
+$GO build -o "$bin/benchrun" ./bench/cmd/benchrun
 
-bin/benchrun -server bin/server -loadgen bin/loadgen -snippet bin/snippet -out BENCHMARKS.md "$@"
+# The report records the command it was run with.
+if [ $# -eq 0 ] && [ -n "${MAKELEVEL:-}" ]; then
+	export BENCH_COMMAND="make bench"
+else
+	export BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
+fi
 
-# Micro-benchmarks: signature verification and event decoding.
-pkgs=(./internal/webhooks/stripehook)
-[ -d internal/webhooks/githubhook ] && ls internal/webhooks/githubhook/*_bench_test.go >/dev/null 2>&1 &&
-	pkgs+=(./internal/webhooks/githubhook)
-micro=$($GO test -run '^$' -bench . -benchmem -benchtime 1s "${pkgs[@]}" 2>&1 | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' || true)
-{
-	echo "## Micro-benchmarks"
-	echo
-	echo "\`go test -run '^\$' -bench . -benchmem ${pkgs[*]}\` (same machine, same noise):"
-	echo
-	echo '```'
-	echo "$micro"
-	echo '```'
-} >>BENCHMARKS.md
-echo "$micro"
-echo "bench: wrote BENCHMARKS.md"
+out=BENCHMARKS.md
+quick=false
+prev=
+for a in "$@"; do
+	case "$a" in
+	-h | -help | --help) exec "$bin/benchrun" -h ;;
+	-quick | --quick | -quick=true | --quick=true) quick=true ;;
+	-out=* | --out=*) out=${a#*=} ;;
+	esac
+	case "$prev" in -out | --out) out=$a ;; esac
+	prev=$a
+done
+
+rc=0
+"$bin/benchrun" -server "$bin/server" -loadgen "$bin/loadgen" -snippet "$bin/snippet" -out "$out" "$@" || rc=$?
+[ -f "$out" ] || exit "$rc"
+
+# Micro-benchmarks: signature verification and event decoding (not in a
+# -quick run).
+if [ "$quick" = false ]; then
+	pkgs=()
+	for p in internal/webhooks/stripehook internal/webhooks/githubhook; do
+		ls "$p"/*_bench_test.go >/dev/null 2>&1 && pkgs+=("./$p")
+	done
+	if [ ${#pkgs[@]} -gt 0 ]; then
+		micro=$($GO test -run '^$' -bench . -benchmem -benchtime 1s "${pkgs[@]}" 2>&1 | grep -E '^(Benchmark|goos|goarch|cpu|pkg)' || true)
+		{
+			echo "## Micro-benchmarks"
+			echo
+			echo "\`go test -run '^\$' -bench . -benchmem ${pkgs[*]}\` (same machine, same noise):"
+			echo
+			echo '```'
+			echo "$micro"
+			echo '```'
+		} >>"$out"
+		echo "$micro"
+	fi
+fi
+echo "bench: wrote $out"
+exit "$rc"

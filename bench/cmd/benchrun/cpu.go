@@ -2,9 +2,9 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -12,121 +12,150 @@ import (
 // architecture Go supports.
 const clkTck = 100
 
-// cpuUse is where the CPU went during one measured window, in seconds.
+// cpuUse is where the CPU went during one measured window, in seconds. Only
+// the benchmark's own processes are counted: the client (loadgen or
+// pgbench), the server (receiver or snippet) and the postgres processes of
+// the benchmark's own cluster. Busy is the whole machine's, so that
+// Busy − ours is what other work on the machine took meanwhile.
 type cpuUse struct {
-	Client, Server, Postgres float64 // loadgen or pgbench; receiver or snippet; every postgres process
-	Busy, Wall               float64 // the whole machine's busy CPU time; elapsed time
+	Client, Server, Postgres float64
+	Busy, Wall               float64 // machine busy CPU time over all cores; elapsed time
 }
 
-// cpuMeter measures the CPU of one server process and of every postgres
-// process (backends come and go, so they are sampled every 200 ms) and the
-// machine's busy time.
+func (u cpuUse) ours() float64 { return u.Client + u.Server + u.Postgres }
+
+func (u cpuUse) add(v cpuUse) cpuUse {
+	return cpuUse{u.Client + v.Client, u.Server + v.Server, u.Postgres + v.Postgres, u.Busy + v.Busy, u.Wall + v.Wall}
+}
+
+// cpuSnap is the CPU counters at one instant.
+type cpuSnap struct {
+	at       time.Time
+	server   float64 // the server process; 0 without one
+	postgres float64 // the cluster's processes, see clusterCPU
+	busy     float64 // the machine
+}
+
+// cpuMeter takes snapshots of the benchmark's own processes.
 type cpuMeter struct {
-	server    int
-	start     time.Time
-	busy0     float64
-	srv0      float64
-	mu        sync.Mutex
-	pgFirst   map[int]float64
-	pgLast    map[int]float64
-	done      chan struct{}
-	wg        sync.WaitGroup
-	firstScan bool
+	proc    string // /proc
+	dataDir string // the cluster's data directory, which holds postmaster.pid
 }
 
-func startCPU(serverPid int) *cpuMeter {
-	m := &cpuMeter{server: serverPid, start: time.Now(), pgFirst: map[int]float64{}, pgLast: map[int]float64{},
-		done: make(chan struct{}), firstScan: true}
-	m.busy0 = machineBusy()
+func (m cpuMeter) snap(serverPid int) cpuSnap {
+	s := cpuSnap{at: time.Now(), busy: m.machineBusy()}
 	if serverPid > 0 {
-		m.srv0 = procCPU(serverPid)
+		s.server = m.procTotal(serverPid, false)
 	}
-	m.scan()
-	m.wg.Go(func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-m.done:
-				return
-			case <-t.C:
-				m.scan()
-			}
-		}
-	})
-	return m
+	s.postgres = m.clusterCPU()
+	return s
 }
 
-// scan reads every postgres process's CPU time. A process first seen after
-// the start began during the window, so all of its time counts.
-func (m *cpuMeter) scan() {
-	entries, _ := os.ReadDir("/proc")
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// between is the CPU used from a to b; the client's share is the caller's.
+func between(a, b cpuSnap) cpuUse {
+	return cpuUse{
+		Server:   max(b.server-a.server, 0),
+		Postgres: max(b.postgres-a.postgres, 0),
+		Busy:     max(b.busy-a.busy, 0),
+		Wall:     b.at.Sub(a.at).Seconds(),
+	}
+}
+
+// clusterCPU is the CPU time of the benchmark's cluster so far: the
+// postmaster named by the data directory's postmaster.pid, with the time of
+// every child it has reaped (cutime, cstime), plus every live descendant's.
+// The difference of two snapshots is then exactly the time the cluster used
+// in between, however many backends started or exited meanwhile, and no
+// other PostgreSQL on the machine is counted.
+func (m cpuMeter) clusterCPU() float64 {
+	pm := m.postmasterPID()
+	if pm <= 0 {
+		return 0
+	}
+	total := m.procTotal(pm, true)
+	for _, pid := range m.descendants(pm) {
+		total += m.procTotal(pid, true)
+	}
+	return total
+}
+
+func (m cpuMeter) postmasterPID() int {
+	b, err := os.ReadFile(filepath.Join(m.dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	pid, _ := strconv.Atoi(strings.TrimSpace(line))
+	return pid
+}
+
+// descendants lists every process below pid, from each process's parent in
+// /proc/<pid>/stat.
+func (m cpuMeter) descendants(root int) []int {
+	entries, _ := os.ReadDir(m.proc)
+	children := map[int][]int{}
 	for _, e := range entries {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		comm, err := os.ReadFile("/proc/" + e.Name() + "/comm")
-		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+		f := m.statFields(pid)
+		if len(f) < 2 {
 			continue
 		}
-		t := procCPU(pid)
-		if _, ok := m.pgFirst[pid]; !ok {
-			if m.firstScan {
-				m.pgFirst[pid] = t
-			} else {
-				m.pgFirst[pid] = 0
-			}
+		ppid, _ := strconv.Atoi(f[1]) // field 4
+		children[ppid] = append(children[ppid], pid)
+	}
+	var out []int
+	queue := []int{root}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
 		}
-		m.pgLast[pid] = t
 	}
-	m.firstScan = false
+	return out
 }
 
-// stop ends the measurement; client is the client's CPU time, measured by
-// the caller.
-func (m *cpuMeter) stop(client float64) cpuUse {
-	m.scan()
-	close(m.done)
-	m.wg.Wait()
-	u := cpuUse{Client: client, Wall: time.Since(m.start).Seconds(), Busy: machineBusy() - m.busy0}
-	if m.server > 0 {
-		u.Server = procCPU(m.server) - m.srv0
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for pid, last := range m.pgLast {
-		u.Postgres += last - m.pgFirst[pid]
-	}
-	return u
-}
-
-// procCPU is the user+system CPU time of pid, in seconds.
-func procCPU(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+// statFields are the fields of /proc/<pid>/stat after the command name
+// (which may hold spaces and parentheses): field 3, state, is [0].
+func (m cpuMeter) statFields(pid int) []string {
+	b, err := os.ReadFile(filepath.Join(m.proc, strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return 0
+		return nil
 	}
-	// The command name may hold spaces: fields are counted after its ')'.
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
+		return nil
+	}
+	return strings.Fields(s[i+1:])
+}
+
+// procTotal is pid's user+system CPU time in seconds; with reaped, also
+// that of the children it has waited for.
+func (m cpuMeter) procTotal(pid int, reaped bool) float64 {
+	f := m.statFields(pid)
+	if len(f) < 15 {
 		return 0
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0
+	last := 12 // fields 14 utime, 15 stime
+	if reaped {
+		last = 14 // 16 cutime, 17 cstime
 	}
-	ut, _ := strconv.ParseFloat(f[11], 64) // field 14, utime
-	st, _ := strconv.ParseFloat(f[12], 64) // field 15, stime
-	return (ut + st) / clkTck
+	var t float64
+	for i := 11; i <= last; i++ {
+		n, _ := strconv.ParseFloat(f[i], 64)
+		t += n
+	}
+	return t / clkTck
 }
 
 // machineBusy is the machine's total non-idle CPU time, in seconds.
-func machineBusy() float64 {
-	b, err := os.ReadFile("/proc/stat")
+func (m cpuMeter) machineBusy() float64 {
+	b, err := os.ReadFile(filepath.Join(m.proc, "stat"))
 	if err != nil {
 		return 0
 	}

@@ -5,6 +5,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -12,12 +13,21 @@ import (
 )
 
 // fulfillmentAPI answers POST /fulfillments with 201 after a fixed delay,
-// like a slow third-party API.
+// like a slow third-party API, and keeps count of the Idempotency-Keys it
+// has seen, so that a drain can tell when every step has been called once.
 type fulfillmentAPI struct {
-	addr string
-	srv  *http.Server
-	n    atomic.Int64
-	tcp  atomic.Int64 // connections accepted
+	addr  string
+	srv   *http.Server
+	delay time.Duration
+
+	tcp      atomic.Int64 // connections accepted
+	inflight atomic.Int64
+	peak     atomic.Int64 // most calls in flight at once
+
+	mu          sync.Mutex
+	calls       int64
+	keys        map[string]int
+	first, last time.Time // first call received, last call answered
 }
 
 func startFulfillmentAPI(delay time.Duration) (*fulfillmentAPI, error) {
@@ -25,19 +35,8 @@ func startFulfillmentAPI(delay time.Duration) (*fulfillmentAPI, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &fulfillmentAPI{addr: ln.Addr().String()}
-	a.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		if r.Method != http.MethodPost || r.URL.Path != "/fulfillments" {
-			http.NotFound(w, r)
-			return
-		}
-		time.Sleep(delay)
-		a.n.Add(1)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusCreated)
-		_, _ = io.WriteString(w, `{"status":"accepted"}`)
-	}), ReadHeaderTimeout: 5 * time.Second}
+	a := &fulfillmentAPI{addr: ln.Addr().String(), delay: delay, keys: map[string]int{}}
+	a.srv = &http.Server{Handler: http.HandlerFunc(a.serve), ReadHeaderTimeout: 5 * time.Second}
 	a.srv.ConnState = func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			a.tcp.Add(1)
@@ -47,9 +46,62 @@ func startFulfillmentAPI(delay time.Duration) (*fulfillmentAPI, error) {
 	return a, nil
 }
 
-func (a *fulfillmentAPI) calls() int64 { return a.n.Load() }
-func (a *fulfillmentAPI) conns() int64 { return a.tcp.Load() }
-func (a *fulfillmentAPI) close()       { _ = a.srv.Close() }
+func (a *fulfillmentAPI) serve(w http.ResponseWriter, r *http.Request) {
+	_, _ = io.Copy(io.Discard, r.Body)
+	if r.Method != http.MethodPost || r.URL.Path != "/fulfillments" {
+		http.NotFound(w, r)
+		return
+	}
+	n := a.inflight.Add(1)
+	for {
+		p := a.peak.Load()
+		if n <= p || a.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	a.mu.Lock()
+	if a.first.IsZero() {
+		a.first = time.Now()
+	}
+	a.mu.Unlock()
+	time.Sleep(a.delay)
+	a.inflight.Add(-1)
+	a.mu.Lock()
+	a.calls++
+	a.keys[r.Header.Get("Idempotency-Key")]++
+	a.last = time.Now()
+	a.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_, _ = io.WriteString(w, `{"status":"accepted"}`)
+}
+
+// apiStats is what the API has seen since its last reset.
+type apiStats struct {
+	calls, distinct, repeated int64 // calls; distinct keys; calls beyond the first of a key
+	first, last               time.Time
+	peak, conns               int64
+}
+
+func (a *fulfillmentAPI) stats() apiStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := apiStats{calls: a.calls, distinct: int64(len(a.keys)), first: a.first, last: a.last,
+		peak: a.peak.Load(), conns: a.tcp.Load()}
+	s.repeated = s.calls - s.distinct
+	return s
+}
+
+func (a *fulfillmentAPI) reset() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls, a.keys, a.first, a.last = 0, map[string]int{}, time.Time{}, time.Time{}
+	a.peak.Store(0)
+	a.tcp.Store(0)
+}
+
+func (a *fulfillmentAPI) url() string { return "http://" + a.addr }
+func (a *fulfillmentAPI) close()      { _ = a.srv.Close() }
 
 // smtpSink accepts every message and throws it away, counting it.
 type smtpSink struct {

@@ -2,12 +2,15 @@ package main
 
 import (
 	"bufio"
+	"debug/buildinfo"
 	"fmt"
+	"math"
 	"os"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
+
+	"github.com/paywebhooks/receiver/bench/pgbench"
 )
 
 // report collects every measurement of the run and renders BENCHMARKS.md.
@@ -17,79 +20,134 @@ type report struct {
 	total      time.Duration
 	pgVersion  string
 	statements bool
+	ran        map[int]bool  // phases asked for
+	failed     map[int]error // phases that did not finish
+	phaseTime  map[int]time.Duration
 
-	runs    []measured
-	pgbench []pgbenchResult
-
-	recvNew, snippet, recvReplay       measured
-	steps, conc256, halfRate, grown    measured
-	pgbRateP99                         float64 // ms, pgbench at the same fixed rate
-	pgbNew, pgbReplay                  pgbenchResult
-	stepsCalls, stepsMails, stepsConns int64
-	loadTime, vacuumTime               time.Duration
-	grownRows, baseRows                int64
-	grownBase                          measured
-	grownIndex                         string
+	p1, p2, p3, p4, p5 series
+	conc256            sample
+	rss                int64
+	halfRate           float64
+	pgbRateP99         float64 // ms, pgbench (a) at the same fixed rate
+	stepsAPI           apiStats
+	stepsMails         int64
+	grow               growInfo
+	drains             []drainResult
+	pgbenchBody        int // bytes of the body pgbench's (a) and (b) store
+	stmts              []stmtBlock
+	perf               string
 }
 
-func newReport(o options) *report { return &report{o: o, started: time.Now()} }
+type growInfo struct {
+	loadTime, vacuumTime time.Duration
+	baseRows, grownRows  int64
+	pkSize, tableSize    string
+	bodyBytes            float64
+}
 
-func (r *report) add(m measured) { r.runs = append(r.runs, m) }
+func newReport(o options) *report {
+	return &report{o: o, started: time.Now(), ran: map[int]bool{}, failed: map[int]error{}, phaseTime: map[int]time.Duration{}}
+}
 
 // target is one line of the ratio table.
 type target struct {
-	id, what, measured string
-	ratio, need        float64
-	atMost             bool // the ratio must stay at or under need
+	id, what string
+	phase    int
+	measured string
+	ratio    summary // over rounds (or slots, or drains)
+	aa       summary // the A/A control; N == 0 when there is none
+	aaNote   string  // why there is none
+	need     float64
+	atMost   bool // the ratio must stay at or under need
 }
 
 func (t target) met() bool {
 	if t.atMost {
-		return t.ratio <= t.need
+		return t.ratio.Median <= t.need
 	}
-	return t.ratio >= t.need
+	return t.ratio.Median >= t.need
 }
 
-func ok(m measured) float64 { return m.load.OKPerSecond() }
-
-// OKPerSecond is the rate of deliveries answered 2xx.
-func (l loadReport) OKPerSecond() float64 {
-	if l.Seconds == 0 {
-		return 0
+// withinNoise: the ratio is closer to its threshold than the A/A control
+// is to 1 (its median's distance or half its IQR, whichever is larger).
+func (t target) withinNoise() bool {
+	if !t.aa.ok() || !t.ratio.ok() {
+		return false
 	}
-	return float64(l.OK) / l.Seconds
+	noise := max(math.Abs(t.aa.Median-1), (t.aa.Q3-t.aa.Q1)/2)
+	return math.Abs(t.ratio.Median/t.need-1) <= noise
 }
 
-func ratio(a, b float64) float64 {
-	if b == 0 {
-		return 0
-	}
-	return a / b
-}
+func medianOf(xs []sample, f func(sample) float64) float64 { return summarize(values(xs, f)).Median }
 
 func (r *report) targets() []target {
-	const stepsIdeal = 64 / 0.2
-	rss := float64(r.conc256.peakRSS) / mib
-	return []target{
-		{"1a", "new database-only events (invoice.created): receiver ÷ pgbench running the receiver's transaction",
-			fmt.Sprintf("%.0f/s ÷ %.0f/s", ok(r.recvNew), r.pgbNew.tps), ratio(ok(r.recvNew), r.pgbNew.tps), 0.70, false},
-		{"1b", "new database-only events: receiver ÷ the copied snippet",
-			fmt.Sprintf("%.0f/s ÷ %.0f/s", ok(r.recvNew), ok(r.snippet)), ratio(ok(r.recvNew), ok(r.snippet)), 0.90, false},
-		{"2", "replays of finished events: receiver ÷ pgbench running the receiver's duplicate check",
-			fmt.Sprintf("%.0f/s ÷ %.0f/s", ok(r.recvReplay), r.pgbReplay.tps), ratio(ok(r.recvReplay), r.pgbReplay.tps), 0.70, false},
-		{"3", "checkout with steps, 200 ms fulfillment API, 64 concurrent, DB_MAX_CONNS=8: receiver ÷ (64 / 0.2 s)",
-			fmt.Sprintf("%.0f/s ÷ %.0f/s", ok(r.steps), stepsIdeal), ratio(ok(r.steps), stepsIdeal), 0.80, false},
-		{"4", fmt.Sprintf("growth: receiver with %s rows in processed_events ÷ the same load on the table the earlier phases left (%s rows)", thousands(r.grownRows), thousands(r.baseRows)),
-			fmt.Sprintf("%.0f/s ÷ %.0f/s", ok(r.grown), ok(r.grownBase)), ratio(ok(r.grown), ok(r.grownBase)), 0.85, false},
-		{"5a", "resident memory at 256 concurrent deliveries (peak VmHWM/VmRSS) ÷ 100 MiB",
-			fmt.Sprintf("%.1f MiB", rss), rss / 100, 1, true},
-		{"5b", fmt.Sprintf("p99 latency at half the peak throughput (fixed %.0f/s) ÷ 25 ms", r.halfRate.load.rate()),
-			fmt.Sprintf("%.1f ms (pgbench, the same transactions at the same rate: %.1f ms)", r.halfRate.load.LatencyMS.P99, r.pgbRateP99),
-			r.halfRate.load.LatencyMS.P99 / 25, 1, true},
+	rt := func(ss series, a, b string) summary {
+		return summarize(perRound(values(ss[a], rateOf), values(ss[b], rateOf)))
 	}
-}
+	var ts []target
 
-func (l loadReport) rate() float64 { return l.Rate }
+	recv1 := pooled(r.p1[sRecv], r.p1[sRecv2])
+	ts = append(ts,
+		target{id: "1a", phase: 1, what: "new invoice.created events: receiver ÷ the copied snippet",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv1, rateOf), medianOf(r.p1[sSnip], rateOf)),
+			ratio:    rt(r.p1, sRecv, sSnip), aa: rt(r.p1, sRecv, sRecv2), need: 1.0},
+		target{id: "1b", phase: 1, what: "new invoice.created events: receiver ÷ pgbench (c1), the snippet's SQL in one transaction",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv1, rateOf), medianOf(r.p1[sPgC1], rateOf)),
+			ratio:    rt(r.p1, sRecv, sPgC1), aa: rt(r.p1, sRecv, sRecv2), need: 0.5},
+		target{id: "2", phase: 2, what: "replays of finished events: receiver ÷ the snippet's replays",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(pooled(r.p2[sRecv], r.p2[sRecv2]), rateOf), medianOf(r.p2[sSnip], rateOf)),
+			ratio:    rt(r.p2, sRecv, sSnip), aa: rt(r.p2, sRecv, sRecv2), need: 1.0},
+	)
+
+	const stepsIdeal = 64 / 0.2
+	steps := pooled(r.p3[sRecv], r.p3[sRecv2])
+	ts = append(ts, target{id: "3", phase: 3,
+		what:     "checkout with steps, 200 ms fulfillment API, 64 concurrent, DB_MAX_CONNS=8: receiver ÷ (64 / 0.2 s)",
+		measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(steps, rateOf), stepsIdeal),
+		ratio:    summarize(values(steps, func(s sample) float64 { return s.rate / stepsIdeal })),
+		aa:       rt(r.p3, sRecv, sRecv2), need: 0.8})
+
+	ts = append(ts, target{id: "4", phase: 4,
+		what: fmt.Sprintf("growth: receiver with %s rows in processed_events ÷ the same on the small table (%s rows)",
+			thousands(r.grow.grownRows), thousands(r.grow.baseRows)),
+		measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(r.p4[sGrown], rateOf), medianOf(pooled(r.p4[sBase], r.p4[sBase2]), rateOf)),
+		ratio:    rt(r.p4, sGrown, sBase), aa: rt(r.p4, sBase, sBase2), need: 0.85})
+
+	rss := float64(r.rss) / mib
+	var rssSum summary
+	if r.rss > 0 {
+		rssSum = summarize([]float64{rss / 100})
+	}
+	ts = append(ts, target{id: "5a", phase: 5, what: "resident memory at 256 deliveries in flight (peak VmHWM/VmRSS) ÷ 100 MiB",
+		measured: fmt.Sprintf("%.1f MiB", rss), ratio: rssSum, aaNote: "one window", need: 1, atMost: true})
+
+	p99 := pooled(r.p5[sRecv], r.p5[sRecv2])
+	ts = append(ts, target{id: "5b", phase: 5,
+		what:     fmt.Sprintf("p99 latency at half the peak throughput (fixed %.0f/s) ÷ 25 ms", r.halfRate),
+		measured: fmt.Sprintf("%.1f ms (pgbench (a) at the same rate: %.1f ms)", medianOf(p99, p99Of), r.pgbRateP99),
+		ratio:    summarize(values(p99, func(s sample) float64 { return s.lat.P99 / 25 })),
+		aa:       summarize(perRound(values(r.p5[sRecv], p99Of), values(r.p5[sRecv2], p99Of))), need: 1, atMost: true})
+
+	ideal := float64(r.o.redriveParallelism) / stepsAPI.Seconds()
+	var drainRates, drainRatios []float64
+	for _, d := range r.drains {
+		if d.rate() > 0 {
+			drainRates = append(drainRates, d.rate())
+			drainRatios = append(drainRatios, d.rate()/ideal)
+		}
+	}
+	t6 := target{id: "6", phase: 6,
+		what: fmt.Sprintf("redriver drain of %s fulfillment steps, 200 ms API, REDRIVE_PARALLELISM=%d: steps/s ÷ (%d / 0.2 s)",
+			thousands(int64(r.o.drainSteps)), r.o.redriveParallelism, r.o.redriveParallelism),
+		measured: fmt.Sprintf("%.1f/s ÷ %.0f/s", summarize(drainRates).Median, ideal),
+		ratio:    summarize(drainRatios), need: 0.8}
+	if len(drainRates) >= 2 {
+		t6.aa = summarize([]float64{drainRates[0] / drainRates[1]})
+	} else {
+		t6.aaNote = "one drain"
+	}
+	return append(ts, t6)
+}
 
 func thousands(n int64) string {
 	s := fmt.Sprint(n)
@@ -105,159 +163,274 @@ func thousands(n int64) string {
 
 func (r *report) ratioTable() string {
 	var sb strings.Builder
-	sb.WriteString("| # | target | measured | ratio | needed | |\n|---|---|---:|---:|---:|---|\n")
+	sb.WriteString("| # | target | measured (medians) | ratio (median) | spread of the ratio | A/A control (same side twice) | needed | |\n")
+	sb.WriteString("|---|---|---:|---:|---|---|---:|---|\n")
 	for _, t := range r.targets() {
 		need := fmt.Sprintf("≥ %.2f", t.need)
 		if t.atMost {
 			need = fmt.Sprintf("≤ %.2f", t.need)
 		}
+		if !r.ran[t.phase] || !t.ratio.ok() {
+			why := "not run"
+			if err := r.failed[t.phase]; err != nil {
+				why = "**failed**: " + oneLine(err.Error(), 140)
+			}
+			fmt.Fprintf(&sb, "| %s | %s | — | — | — | — | %s | %s |\n", t.id, t.what, need, why)
+			continue
+		}
+		aa := t.aaNote
+		if t.aa.ok() {
+			aa = fmt.Sprintf("%.2f (%s)", t.aa.Median, t.aa.spread("%.2f"))
+		}
 		verdict := "**met**"
 		if !t.met() {
 			verdict = "**missed**"
 		}
-		fmt.Fprintf(&sb, "| %s | %s | %s | %.2f | %s | %s |\n", t.id, t.what, t.measured, t.ratio, need, verdict)
+		if t.withinNoise() {
+			verdict += " (within A/A noise)"
+		}
+		if r.failed[t.phase] != nil {
+			verdict += " (phase cut short)"
+		}
+		fmt.Fprintf(&sb, "| %s | %s | %s | %.2f | %s | %s | %s | %s |\n", t.id, t.what, t.measured, t.ratio.Median,
+			t.ratio.spread("%.2f"), aa, need, verdict)
 	}
 	return sb.String()
+}
+
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > n {
+		s = s[:n] + "…"
+	}
+	return strings.ReplaceAll(s, "|", "\\|")
+}
+
+// phase1Ratios are the informative ratios of phase 1, beside its targets.
+func (r *report) phase1Ratios() string {
+	var sb strings.Builder
+	aa := summarize(perRound(values(r.p1[sRecv], rateOf), values(r.p1[sRecv2], rateOf)))
+	fmt.Fprintf(&sb, "Per-round ratios of phase 1 (median, IQR, range). The A/A control, receiver ÷ receiver′ measured in the same rounds, is **%.2f** (%s).\n\n",
+		aa.Median, aa.spread("%.2f"))
+	sb.WriteString("| ratio | median | spread |\n|---|---:|---|\n")
+	for _, c := range [][2]string{
+		{sRecv, sSnip}, {sRecv, sPgC1}, {sRecv, sPgA}, {sRecv, sPgB}, {sRecv, sPgC},
+		{sPgA, sPgB}, {sPgC1, sPgB}, {sSnip, sPgC}, {sSnip, sPgC1},
+	} {
+		s := summarize(perRound(values(r.p1[c[0]], rateOf), values(r.p1[c[1]], rateOf)))
+		if s.ok() {
+			fmt.Fprintf(&sb, "| %s ÷ %s | %.2f | %s |\n", c[0], c[1], s.Median, s.spread("%.2f"))
+		}
+	}
+	return sb.String()
+}
+
+func (r *report) phases() []struct {
+	n    int
+	name string
+	s    series
+} {
+	return []struct {
+		n    int
+		name string
+		s    series
+	}{
+		{1, "1 new events", r.p1}, {2, "2 replays", r.p2}, {3, "3 checkout with steps", r.p3},
+		{4, "4 growth", r.p4}, {5, "5 fixed rate", r.p5},
+	}
+}
+
+// sideOrder lists a phase's sides in a stable order.
+func sideOrder(s series) []string {
+	var names []string
+	for _, n := range []string{sRecv, sRecv2, sSnip, sPgC1, sPgA, sPgB, sPgC, sBase, sBase2, sGrown} {
+		if len(s[n]) > 0 {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 func (r *report) render() string {
 	var sb strings.Builder
 	p := func(format string, args ...any) { fmt.Fprintf(&sb, format, args...) }
+	ncpu := runtime.NumCPU()
 	p("# Benchmarks\n\n")
-	p("Measured by `make bench` (scripts/bench.sh, which builds bin/server, bin/loadgen and bin/snippet and runs\n")
-	p("`go run ./bench/cmd/benchrun`) on %s. Reproduce with:\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"))
-	p("```\nmake bench\n```\n\n")
-	p("(or `scripts/bench.sh -phase 20s -warmup 5s` for longer windows; `-perf` adds a perf profile of the receiver).\n\n")
-	p("Every figure below comes from one run of %s on one machine. **loadgen, the receiver (or the snippet, or\n", r.total.Round(time.Second))
-	p("pgbench) and PostgreSQL all share the same %d CPU cores**, and other work may run on the machine\n", runtime.NumCPU())
-	p("meanwhile, so absolute numbers are noisy and mostly say how fast this box can fsync: only the\n")
-	p("ratios, measured minutes apart in the same run, mean anything.\n\n")
+	p("Measured on %s in %s by:\n\n```\n%s\n```\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"), r.total.Round(time.Second), r.o.command)
+	p("(`make bench` runs scripts/bench.sh, which builds bin/server, bin/loadgen, bin/snippet and bin/benchrun and\n")
+	p("passes its arguments to benchrun; `scripts/bench.sh -quick` is a smoke run of a few minutes, `-h` lists the flags.)\n\n")
+	p("loadgen, the receiver (or the snippet, or pgbench) and PostgreSQL all share the machine's %d CPU cores, and\n", ncpu)
+	p("other work may run on it meanwhile: absolute figures are noisy. Each comparison therefore alternates short\n")
+	p("slots of its sides, round after round, takes each ratio per round and reports its median and spread, and\n")
+	p("measures one side twice per round (A and A′): the A/A ratio beside each target is what noise alone does.\n\n")
 
 	p("## Targets\n\n")
 	sb.WriteString(r.ratioTable())
-	p("\nThroughputs count deliveries answered 2xx per second of the measured window (%s, after a %s warm-up\n", r.o.phase, r.o.warmup)
-	p("with the same load). pgbench figures are its `tps` without connection time.\n\n")
+	p("\nA ratio is computed per round from slots seconds apart (%d rounds of %s slots for phases 1, 2 and 4, %d rounds\n", r.o.rounds, r.o.slot, max(2, (r.o.rounds+1)/2))
+	p("for phases 3 and 5; each slot after a %s warm-up of its own), then summarised: median, interquartile range,\n", r.o.slotWarmup)
+	p("range. Throughputs count deliveries answered 2xx per second; pgbench figures are its tps without connection\n")
+	p("time. \"Within A/A noise\" marks a ratio closer to its threshold than the A/A control is to 1.\n\n")
 
-	p("## Machine\n\n")
-	p("| | |\n|---|---|\n")
-	p("| CPU | %s |\n| nproc | %d |\n| memory | %s |\n| kernel | %s |\n| Go | %s |\n| PostgreSQL | %s |\n\n",
-		cpuModel(), runtime.NumCPU(), memTotal(), kernel(), runtime.Version(), r.pgVersion)
+	if len(r.failed) > 0 {
+		p("## Phases that did not finish\n\n")
+		for n := 1; n <= 6; n++ {
+			if err := r.failed[n]; err != nil {
+				p("- phase %d: `%s`\n", n, oneLine(err.Error(), 400))
+			}
+		}
+		p("\n")
+	}
+
+	var times []string
+	for _, n := range []int{1, 2, 3, 5, 6, 4} {
+		if d, ok := r.phaseTime[n]; ok {
+			times = append(times, fmt.Sprintf("%d: %s", n, d.Round(time.Second)))
+		}
+	}
+	if len(times) > 0 {
+		p("Time per phase (in the order they ran) — %s.\n\n", strings.Join(times, ", "))
+	}
+
+	p("## Machine\n\n| | |\n|---|---|\n")
+	p("| CPU | %s |\n| nproc | %d |\n| memory | %s |\n| kernel | %s |\n", cpuModel(), ncpu, memTotal(), kernel())
+	p("| Go | %s (benchrun); receiver binary built with %s |\n", runtime.Version(), binaryGo(r.o.server))
+	p("| PostgreSQL | %s |\n\n", r.pgVersion)
 	p("PostgreSQL runs with its default durability (`fsync`, `synchronous_commit` and `full_page_writes` on) and\n")
 	p("default memory settings (shared_buffers 128 MB), from a fresh `initdb` in a temporary directory, started by\n")
 	p("internal/pglocal with `Durable: true`; pg_stat_statements is preloaded when installed.\n\n")
 
-	p("## Every measured run\n\n")
-	p("| run | 2xx/s | p50 ms | p90 ms | p99 ms | max ms | peak RSS MiB | statuses |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, m := range r.runs {
-		l := m.load
-		p("| %s | %.1f | %.1f | %.1f | %.1f | %.1f | %.1f | %s |\n", m.name, ok(m), l.LatencyMS.P50, l.LatencyMS.P90,
-			l.LatencyMS.P99, l.LatencyMS.Max, float64(m.peakRSS)/mib, statusText(l))
+	p("## Event bodies\n\n")
+	p("loadgen builds Stripe events with the fields, nesting and size of real ones (API version 2023-10-16, new\n")
+	p("ids in every event); mean size of the bodies sent in the measured slots:\n\n| event | phases | mean body |\n|---|---|---:|\n")
+	if t := totals(pooled(r.p1[sRecv], r.p1[sRecv2], r.p1[sSnip], r.p4[sGrown], r.p5[sRecv])); t.bodyBytes > 0 {
+		p("| invoice.created | 1, 2, 4, 5 | %.0f bytes |\n", t.bodyBytes)
 	}
-	for _, pb := range r.pgbench {
-		p("| %s (%d clients) | %.1f | avg %.1f | | | | | |\n", pb.name, pb.clients, pb.tps, pb.latency)
+	if t := totals(pooled(r.p3[sRecv], r.p3[sRecv2])); t.bodyBytes > 0 {
+		p("| checkout.session.completed (paid) | 3 | %.0f bytes |\n", t.bodyBytes)
 	}
-	p("\nPhases 1, 2 and 4 run at concurrency %d: loadgen's workers, pgbench's clients (`-M prepared`, as pgx\n", r.o.concurrency)
-	p("prepares its statements), and the pool of the receiver and of the snippet (DB_MAX_CONNS=%d). Phase 1\n", r.o.concurrency)
-	p("runs receiver, pgbench and snippet twice, interleaved, and its targets use the mean of both rounds.\n")
-	p("Phase 3's fulfillment API is an in-process HTTP server\n")
-	p("answering 201 after 200 ms, and mail goes to an in-process SMTP sink; it received %d fulfillment\n", r.stepsCalls)
-	p("calls over %d TCP connections and %d messages over the warm-up and the measured window. Phase 5b runs\n", r.stepsConns, r.stepsMails)
-	p("loadgen at a fixed")
-	p(" arrival rate; its latency runs from each delivery's scheduled start, so queueing shows.\n\n")
+	p("\npgbench's scripts (a) and (b) store a %d-byte invoice.created body from `loadgen -print-body`.\n\n", r.pgbenchBody)
 
-	p("## Where the CPU went\n\n")
-	p("CPU time per delivery (per transaction for pgbench) over the measured window, from /proc: the client\n")
-	p("(loadgen or pgbench), the server process (receiver or snippet), and every postgres process; and how\n")
-	p("busy the whole machine was (%d cores). When the machine is near 100%%, throughput is bounded by the CPU\n", runtime.NumCPU())
-	p("that client, server and database take per delivery, and these columns say who took it.\n\n")
-	p("| run | deliveries | client µs | server µs | postgres µs | total µs | machine busy |\n|---|---:|---:|---:|---:|---:|---:|\n")
-	row := func(name string, n int, u cpuUse) {
-		if n == 0 {
-			return
+	if r.ran[1] && len(r.p1) > 0 {
+		p("## Phase 1: every ratio\n\n")
+		sb.WriteString(r.phase1Ratios())
+		p("\n(a) is the receiver's own transaction as pgbench runs it, (b) the minimal one-statement transaction, (c)\n")
+		p("the snippet's two autocommit statements, (c1) the same in one transaction; see \"The pgbench scripts\".\n\n")
+	}
+
+	p("## Every side\n\n")
+	p("Per slot: throughput (median, IQR, range over slots), median p50 and p99, and every answer over all slots.\n\n")
+	p("| phase | side | slots | 2xx/s or tps (median) | spread | p50 ms | p99 ms | answers |\n|---|---|---:|---:|---|---:|---:|---|\n")
+	for _, ph := range r.phases() {
+		for _, name := range sideOrder(ph.s) {
+			xs := ph.s[name]
+			rs := summarize(values(xs, rateOf))
+			t := totals(xs)
+			if t.pgbench {
+				p("| %s | %s | %d | %.0f | %s | avg %.1f | | %d transactions |\n", ph.name, name, len(xs), rs.Median, rs.spread("%.0f"),
+					medianOf(xs, func(s sample) float64 { return s.lat.P50 }), t.n)
+				continue
+			}
+			p("| %s | %s | %d | %.0f | %s | %.1f | %.1f | %s |\n", ph.name, name, len(xs), rs.Median, rs.spread("%.0f"),
+				medianOf(xs, func(s sample) float64 { return s.lat.P50 }), medianOf(xs, p99Of), statusText(t.status, t.errors, t.dropped))
 		}
-		per := func(x float64) float64 { return x / float64(n) * 1e6 }
-		p("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f%% |\n", name, n, per(u.Client), per(u.Server), per(u.Postgres),
-			per(u.Client+u.Server+u.Postgres), 100*u.Busy/(u.Wall*float64(runtime.NumCPU())))
 	}
-	for _, m := range r.runs {
-		row(m.name, m.load.Deliveries, m.cpu)
-	}
-	for _, pb := range r.pgbench {
-		row(pb.name, pb.txns, pb.cpu)
+	if r.conc256.n > 0 {
+		c := r.conc256
+		p("| 5 memory | receiver, 256 in flight | 1 | %.0f | one window of %s | %.1f | %.1f | %s |\n", c.rate, r.o.window, c.lat.P50, c.lat.P99,
+			statusText(c.status, c.errors, c.dropped))
 	}
 	p("\n")
 
-	p("## Phase 4: growth\n\n")
-	p("%s rows were bulk-loaded with one `INSERT … SELECT … FROM generate_series` into processed_events and one\n", thousands(int64(r.o.rows)))
-	p("into webhook_events (matching keys, a 2-byte body; the two in parallel) in **%s**; `VACUUM ANALYZE` of both\n", r.loadTime.Round(100*time.Millisecond))
-	p("and a `CHECKPOINT` took %s more. Keys are `evt_` + md5, so new events land all over the index as real ids\n", r.vacuumTime.Round(100*time.Millisecond))
-	p("do. processed_events then held %s rows; its primary key was %s. The bulk load goes into a database of\n", thousands(r.grownRows), r.grownIndex)
-	p("its own; phase 1's load then runs on phase 1's database (%s rows) and on the grown one in two interleaved\n", thousands(r.baseRows))
-	p("rounds (both databases vacuumed and analysed first), and the target uses the mean of both rounds.\n\n")
-
-	if r.statements {
-		p("## Where the database time went\n\n")
-		p("pg_stat_statements of the receiver's database over the warm-up and measured window of each phase.\n\n")
-		for _, m := range r.runs {
-			if m.statements == "" {
+	p("## Where the CPU went\n\n")
+	p("CPU time per delivery (per transaction for pgbench), summed over a side's measured slots, of the benchmark's\n")
+	p("own processes only: the client (loadgen, from its own rusage over the window; pgbench), the server (receiver\n")
+	p("or snippet) and the benchmark's PostgreSQL cluster (its postmaster, found by the data directory's\n")
+	p("postmaster.pid, with every child it reaped, and its live descendants). \"Machine busy\" is the whole\n")
+	p("machine's use of its %d cores over the slots, \"others\" the part of it no process of the benchmark took.\n\n", ncpu)
+	p("| phase | side | deliveries | client µs | server µs | postgres µs | ours µs | machine busy | others |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, ph := range r.phases() {
+		for _, name := range sideOrder(ph.s) {
+			t := totals(ph.s[name])
+			if t.n == 0 || t.cpu.Wall == 0 {
 				continue
 			}
-			p("### %s\n\n%s\n", m.name, m.statements)
+			per := func(x float64) float64 { return x / float64(t.n) * 1e6 }
+			capacity := t.cpu.Wall * float64(ncpu)
+			p("| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f%% | %.0f%% |\n", ph.name, name, t.n, per(t.cpu.Client), per(t.cpu.Server),
+				per(t.cpu.Postgres), per(t.cpu.ours()), 100*t.cpu.Busy/capacity, 100*max(t.cpu.Busy-t.cpu.ours(), 0)/capacity)
 		}
 	}
-	perf := false
-	for _, m := range r.runs {
-		if m.perf != "" {
-			if !perf {
-				p("## CPU profiles of the receiver (perf)\n\n")
-				perf = true
-			}
-			p("### %s\n\n```\n%s```\n\n", m.name, trimPerf(m.perf))
-		}
+	p("\n")
+
+	if r.ran[3] && r.stepsAPI.calls > 0 {
+		p("## Phase 3: checkout with steps\n\n")
+		p("The fulfillment API is an in-process HTTP server answering 201 after %s; mail goes to an in-process SMTP\n", stepsAPI)
+		p("sink. Over the measured slots (and their warm-ups) it received %d calls (%d distinct Idempotency-Keys, at\n", r.stepsAPI.calls, r.stepsAPI.distinct)
+		p("most %d at once) over %d TCP connections, and the sink %d messages.\n\n", r.stepsAPI.peak, r.stepsAPI.conns, r.stepsMails)
 	}
 
-	p("## Reading the results\n\n")
-	p("- With loadgen, the receiver and PostgreSQL on the same %d cores, the machine is CPU-bound in every\n", runtime.NumCPU())
-	p("  closed-loop phase (see \"machine busy\"): throughput is then about %d cores ÷ (client + server +\n", runtime.NumCPU())
-	p("  postgres µs per delivery). pgbench's client is a few µs of C per statement; loadgen's is an HTTP\n")
-	p("  client that also signs every delivery, and the receiver adds HTTP, verification and one more process\n")
-	p("  to schedule. That is a floor the receiver cannot reach on this box whatever its code does.\n")
-	p("- In a VM, every system call is expensive, and each SQL round trip costs the receiver a write and a read\n")
-	p("  on its socket and two goroutine wake-ups, so round trips per delivery are the lever (profile with\n")
-	p("  `go test -run '^$' -bench Deliver -cpuprofile cpu.out ./internal/webhooks/stripehook`). A new invoice\n")
-	p("  event takes three: BEGIN pipelined with the claim, the stored body and a read of the event's claims;\n")
-	p("  the invoice; COMMIT (pipelined with the steps' leases when there are steps). A copy of a known\n")
-	p("  event takes two: the same first round trip, whose read says what became of it, then ROLLBACK. The\n")
-	p("  copied snippet takes two, each its own commit, and stores no body.\n")
-	p("- Run-to-run noise on a shared machine is large (±30%% on absolute figures between runs); rerun before\n")
-	p("  trusting a ratio near its threshold.\n\n")
+	if r.ran[4] && r.grow.grownRows > 0 {
+		g := r.grow
+		p("## Phase 4: growth\n\n")
+		p("%s rows went into processed_events of a database of its own with one `INSERT … SELECT` in key order in\n", thousands(int64(r.o.rows)))
+		p("**%s**; `VACUUM ANALYZE` of both databases and a `CHECKPOINT` took %s more. Two thirds are events with\n", g.loadTime.Round(100*time.Millisecond), g.vacuumTime.Round(100*time.Millisecond))
+		p("every column of the event row filled (a %s body, %.0f bytes on average; `-grow-body full` loads\n", map[string]string{"small": "compact JSON", "full": "full-size invoice.created"}[r.o.growBody], g.bodyBytes)
+		p("full-size bodies instead: slower, and many GB), a third the done steps of every fourth event, a checkout\n")
+		p("(its confirmation e-mail and its fulfillment). Keys are `evt_1` and 23 random characters, as loadgen's are,\n")
+		p("so new events land all over the primary key. processed_events then held %s rows; its primary key was\n", thousands(g.grownRows))
+		p("%s, the whole table %s. The small table is phase 1 and 2's database (%s rows).\n\n", g.pkSize, g.tableSize, thousands(g.baseRows))
+	}
+
+	if r.ran[5] && r.conc256.n > 0 {
+		p("## Phase 5: memory and latency\n\n")
+		p("The receiver's peak resident set (VmHWM, and VmRSS sampled every 100 ms) over a warm-up and a %s window at\n", r.o.window)
+		p("256 deliveries in flight: **%.1f MiB**. Then loadgen sends at a fixed %.0f/s, half the peak (the larger of\n", float64(r.rss)/mib, r.halfRate)
+		p("phase 1's median and the 256-in-flight throughput); latency runs from each delivery's scheduled start, so\n")
+		p("queueing shows. pgbench running (a) at the same rate for %s, its latency also from the scheduled start:\n", r.o.window)
+		p("p99 %.1f ms.\n\n", r.pgbRateP99)
+	}
+
+	if r.ran[6] && len(r.drains) > 0 {
+		p("## Phase 6: redriver drain\n\n")
+		p("Each drain seeds %s fulfillment steps directly in the database (kind 'step', status 'in_progress',\n", thousands(int64(r.o.drainSteps)))
+		p("claimed_at '-infinity', claim_token 1, attempts 1, each under its own finished checkout event and paid\n")
+		p("order), then starts the receiver with FULFILLMENT_URL at a fake API answering in %s,\n", stepsAPI)
+		p("REDRIVE_PARALLELISM=%d and REDRIVE_INTERVAL=1s. A drain ends when the API has seen every step's\n", r.o.redriveParallelism)
+		p("Idempotency-Key and every step row is done; its rate counts from the API's first call.\n\n")
+		p("| drain | steps/s | first call → all done | receiver start → first call | calls | distinct keys | repeated | most in flight | done | parked |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		for i, d := range r.drains {
+			span, lead := "—", "—"
+			if !d.settled.IsZero() && !d.api.first.IsZero() {
+				span = d.settled.Sub(d.api.first).Round(10 * time.Millisecond).String()
+			}
+			if !d.api.first.IsZero() {
+				lead = d.api.first.Sub(d.started).Round(10 * time.Millisecond).String()
+			}
+			p("| %d | %.1f | %s | %s | %d | %d | %d | %d | %d | %d |\n", i+1, d.rate(), span, lead, d.api.calls, d.api.distinct, d.api.repeated,
+				d.api.peak, d.done, d.parked)
+		}
+		p("\n")
+	}
+
+	if r.statements && len(r.stmts) > 0 {
+		p("## Where the database time went\n\n")
+		p("pg_stat_statements of each database over its phase's measured rounds.\n\n")
+		for _, s := range r.stmts {
+			p("### %s\n\n%s\n", s.title, s.table)
+		}
+	}
+	if r.perf != "" {
+		p("## CPU profile of the receiver in phase 1 (perf)\n\n```\n%s```\n\n", trimPerf(r.perf))
+	}
 
 	p("## The pgbench scripts\n\n")
-	p("The receiver's own SQL, copied from internal/webhooks/claims.go and internal/invoices/invoices.go, in the\n")
-	p("receiver's transaction shape.\n\n")
-	for _, pb := range r.pgbench {
-		p("%s:\n\n```\n%s```\n\n", pb.name, pb.script)
+	p("bench/pgbench/*.sql, run by `%s -n -M prepared -c %d -j %d -T <slot> -f <script> [-D body=<invoice body>]`\n", "pgbench", r.o.concurrency, min(r.o.concurrency, ncpu))
+	p("(prepared statements, as pgx uses; the body travels as a parameter). (a) must follow the receiver's SQL\n")
+	p("(DESIGN.md, \"The event's transaction\").\n\n")
+	for _, sc := range []pgbench.Script{pgbench.ReceiverNew, pgbench.MinimalNew, pgbench.SnippetNew, pgbench.SnippetNewTx} {
+		p("### (%s) %s: %s\n\n```\n%s```\n\n", sc.ID, sc.File, sc.Title, sc.Text())
 	}
 	return sb.String()
-}
-
-func statusText(l loadReport) string {
-	keys := make([]string, 0, len(l.Status))
-	for k := range l.Status {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var parts []string
-	for _, k := range keys {
-		parts = append(parts, fmt.Sprintf("%s: %d", k, l.Status[k]))
-	}
-	for k, v := range l.Errors {
-		parts = append(parts, fmt.Sprintf("%s ×%d", k, v))
-	}
-	if l.Dropped > 0 {
-		parts = append(parts, fmt.Sprintf("dropped: %d", l.Dropped))
-	}
-	return strings.Join(parts, ", ")
 }
 
 func trimPerf(s string) string {
@@ -274,9 +447,16 @@ func trimPerf(s string) string {
 	return strings.Join(out, "\n") + "\n"
 }
 
-func cpuModel() string {
-	return procField("/proc/cpuinfo", "model name")
+// binaryGo is the Go version a binary was built with.
+func binaryGo(path string) string {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	return bi.GoVersion
 }
+
+func cpuModel() string { return procField("/proc/cpuinfo", "model name") }
 
 func memTotal() string {
 	v := procField("/proc/meminfo", "MemTotal")

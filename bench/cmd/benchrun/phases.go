@@ -1,0 +1,536 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paywebhooks/receiver/bench/pgbench"
+)
+
+// Side names, as the report shows them.
+const (
+	sRecv    = "receiver"
+	sRecv2   = "receiver′"
+	sSnip    = "snippet"
+	sPgA     = "pgbench (a)"
+	sPgB     = "pgbench (b)"
+	sPgC     = "pgbench (c)"
+	sPgC1    = "pgbench (c1)"
+	sBase    = "receiver, small table"
+	sBase2   = "receiver, small table′"
+	sGrown   = "receiver, grown table"
+	stepsAPI = 200 * time.Millisecond // the fake fulfillment API's answer time
+)
+
+// phase1Scripts are phase 1's pgbench sides, in the order they are listed.
+var phase1Scripts = []struct {
+	side   string
+	script pgbench.Script
+}{
+	{sPgC1, pgbench.SnippetNewTx},
+	{sPgA, pgbench.ReceiverNew},
+	{sPgB, pgbench.MinimalNew},
+	{sPgC, pgbench.SnippetNew},
+}
+
+// absRounds is the rounds of the phases that measure the receiver alone
+// (A and A′ only): fewer, as each round has two slots.
+func (b *bench) absRounds() int { return max(2, (b.o.rounds+1)/2) }
+
+func (b *bench) loadSide(name string, s *server, a loadArgs) side {
+	a.warmup = b.o.slotWarmup
+	return side{name, func(ctx context.Context) (sample, error) { return b.loadgen(ctx, s, a, b.o.slot) }}
+}
+
+func (b *bench) warm(ctx context.Context, s *server, a loadArgs) error {
+	_, err := b.loadgen(ctx, s, a, b.o.warmup)
+	return err
+}
+
+// phase1: new invoice.created events (database only). The receiver, the
+// snippet and pgbench's four scripts alternate; the receiver runs twice per
+// round for the A/A control.
+func (b *bench) phase1(ctx context.Context) error {
+	c := b.o.concurrency
+	logf("phase 1: new invoice.created events at concurrency %d: receiver, snippet, pgbench (c1) (a) (b) (c); %d rounds of %s slots", c, b.o.rounds, b.o.slot)
+	recv, err := b.startReceiver(ctx, "receiver", "recv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+	if err != nil {
+		return err
+	}
+	defer recv.stop()
+	snip, err := b.startSnippet(ctx, "snippet", "snip", c)
+	if err != nil {
+		return err
+	}
+	defer snip.stop()
+	a := loadArgs{event: "invoice", concurrency: c}
+	for _, s := range []*server{recv, snip} {
+		if err := b.warm(ctx, s, a); err != nil {
+			return err
+		}
+	}
+	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sSnip, snip, a), b.loadSide(sRecv2, recv, a)}
+	for _, p := range phase1Scripts {
+		if _, err := b.pgbench(ctx, "pgb", p.script, c, time.Second); err != nil {
+			return err
+		}
+		sides = append(sides, side{p.side, func(ctx context.Context) (sample, error) {
+			return b.pgbench(ctx, "pgb", p.script, c, b.o.slot)
+		}})
+	}
+	b.resetStatements(ctx, "recv", "snip")
+	var perfDone func() string
+	if b.o.perf {
+		perfDone = startPerf(recv.pid, filepath.Join(b.tmp, "perf-phase1"))
+	}
+	b.rep.p1, err = b.alternate(ctx, "1", b.o.rounds, sides)
+	if perfDone != nil {
+		b.rep.perf = perfDone()
+	}
+	b.keepStatements(ctx, "1 receiver (database recv)", "recv")
+	b.keepStatements(ctx, "1 snippet (database snip)", "snip")
+	return err
+}
+
+// phase2: replays of finished events: the receiver against the snippet's
+// replays, each replaying a fixed pool of events it has finished.
+func (b *bench) phase2(ctx context.Context) error {
+	c := b.o.concurrency
+	const pool = 500
+	logf("phase 2: replays of %d finished events at concurrency %d: receiver, snippet; %d rounds", pool, c, b.o.rounds)
+	recv, err := b.startReceiver(ctx, "receiver (replays)", "recv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+	if err != nil {
+		return err
+	}
+	defer recv.stop()
+	snip, err := b.startSnippet(ctx, "snippet (replays)", "snip", c)
+	if err != nil {
+		return err
+	}
+	defer snip.stop()
+	ra := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 11}
+	sa := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 12}
+	// Each pool is sent once as new events, then replayed for the warm-up.
+	for _, w := range []struct {
+		s *server
+		a loadArgs
+	}{{recv, ra}, {snip, sa}} {
+		primed := w.a
+		primed.prime = pool
+		if err := b.warm(ctx, w.s, primed); err != nil {
+			return err
+		}
+	}
+	b.resetStatements(ctx, "recv", "snip")
+	b.rep.p2, err = b.alternate(ctx, "2", b.o.rounds, []side{
+		b.loadSide(sRecv, recv, ra), b.loadSide(sSnip, snip, sa), b.loadSide(sRecv2, recv, ra),
+	})
+	b.keepStatements(ctx, "2 receiver: replays (database recv)", "recv")
+	return err
+}
+
+// phase3: checkout.session.completed (paid) with a fulfillment API
+// answering in 200 ms: 64 concurrent deliveries, 8 database connections.
+func (b *bench) phase3(ctx context.Context) error {
+	const conc, conns = 64, 8
+	logf("phase 3: checkout events, fulfillment API answering in %s, concurrency %d, DB_MAX_CONNS=%d; %d rounds", stepsAPI, conc, conns, b.absRounds())
+	api, err := startFulfillmentAPI(stepsAPI)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	sink, err := startSMTPSink()
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+	recv, err := b.startReceiver(ctx, "receiver (steps)", "steps", map[string]string{
+		"DB_MAX_CONNS":    strconv.Itoa(conns),
+		"FULFILLMENT_URL": api.url(),
+		"SMTP_ADDR":       sink.addr,
+	})
+	if err != nil {
+		return err
+	}
+	defer recv.stop()
+	a := loadArgs{event: "checkout", concurrency: conc}
+	if err := b.warm(ctx, recv, a); err != nil {
+		return err
+	}
+	api.reset()
+	mails := sink.count()
+	b.resetStatements(ctx, "steps")
+	b.rep.p3, err = b.alternate(ctx, "3", b.absRounds(), []side{b.loadSide(sRecv, recv, a), b.loadSide(sRecv2, recv, a)})
+	b.rep.stepsAPI, b.rep.stepsMails = api.stats(), sink.count()-mails
+	b.keepStatements(ctx, "3 receiver: checkout with steps (database steps)", "steps")
+	return err
+}
+
+// phase5: peak memory at 256 deliveries in flight, then the p99 latency
+// at a fixed arrival rate of half the peak throughput.
+func (b *bench) phase5(ctx context.Context) error {
+	const conc = 256
+	c := b.o.concurrency
+	logf("phase 5: %d concurrent deliveries for %s, then a fixed rate at half the peak", conc, b.o.window)
+	recv, err := b.startReceiver(ctx, "receiver (memory)", "mem", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+	if err != nil {
+		return err
+	}
+	defer recv.stop()
+	a := loadArgs{event: "invoice", concurrency: conc}
+	if err := b.warm(ctx, recv, a); err != nil {
+		return err
+	}
+	stopMem := sampleMemory(recv.pid)
+	a.warmup = b.o.slotWarmup
+	s, err := b.loadgen(ctx, recv, a, b.o.window)
+	b.rep.rss = stopMem()
+	if err != nil {
+		return err
+	}
+	b.rep.conc256 = s
+	logf("  5  %-37s %s  peak RSS %.1f MiB", "receiver, 256 in flight", s.line(), float64(b.rep.rss)/mib)
+
+	peak := s.rate
+	if p := summarize(values(pooled(b.rep.p1[sRecv], b.rep.p1[sRecv2]), rateOf)); p.ok() {
+		peak = max(peak, p.Median)
+	}
+	rate := peak / 2
+	b.rep.halfRate = rate
+	logf("  5  fixed rate %.0f/s (half of %.0f/s); %d rounds", rate, peak, b.absRounds())
+	ra := loadArgs{event: "invoice", rate: rate}
+	b.rep.p5, err = b.alternate(ctx, "5", b.absRounds(), []side{b.loadSide(sRecv, recv, ra), b.loadSide(sRecv2, recv, ra)})
+	if err != nil {
+		return err
+	}
+	// The control: can the database itself commit the receiver's
+	// transactions at that rate with a p99 under 25 ms on this machine?
+	b.rep.pgbRateP99, err = b.pgbenchRateP99(ctx, "pgb", pgbench.ReceiverNew, c, rate, b.o.window)
+	if err == nil {
+		logf("  5  %-37s p99 %.1fms", fmt.Sprintf("pgbench (a) at %.0f/s", rate), b.rep.pgbRateP99)
+	}
+	return err
+}
+
+// phase4: growth. processed_events of a database of its own gets -rows rows
+// (events with their body and the other new columns, a third of them
+// checkout events' steps); then the receiver on it and on phase 1's
+// database alternate.
+func (b *bench) phase4(ctx context.Context) error {
+	c := b.o.concurrency
+	if err := b.bulkLoad(ctx); err != nil {
+		return err
+	}
+	b.rep.grow.baseRows = b.countRows(ctx, "recv")
+	b.rep.grow.grownRows = b.countRows(ctx, "grown")
+	logf("phase 4: growth; the receiver on %d rows and on %d rows; %d rounds", b.rep.grow.baseRows, b.rep.grow.grownRows, b.o.rounds)
+	env := map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)}
+	base, err := b.startReceiver(ctx, "receiver (small table)", "recv", env)
+	if err != nil {
+		return err
+	}
+	defer base.stop()
+	grown, err := b.startReceiver(ctx, "receiver (grown table)", "grown", env)
+	if err != nil {
+		return err
+	}
+	defer grown.stop()
+	a := loadArgs{event: "invoice", concurrency: c}
+	for _, s := range []*server{base, grown} {
+		if err := b.warm(ctx, s, a); err != nil {
+			return err
+		}
+	}
+	b.resetStatements(ctx, "grown")
+	b.rep.p4, err = b.alternate(ctx, "4", b.o.rounds, []side{
+		b.loadSide(sBase, base, a), b.loadSide(sGrown, grown, a), b.loadSide(sBase2, base, a),
+	})
+	b.keepStatements(ctx, "4 receiver: grown table (database grown)", "grown")
+	return err
+}
+
+// bulkLoad fills processed_events of the grown database: -rows rows, two
+// thirds events (every new column filled; keys like Stripe's, random after
+// evt_1, so that new events land all over the index) and one third the
+// steps of every fourth event (a checkout: its confirmation e-mail and its
+// fulfillment, done). Rows go in in key order, so that the load is fast.
+func (b *bench) bulkLoad(ctx context.Context) error {
+	events := b.o.rows * 2 / 3
+	body := `convert_to('{"id":"' || k || '","object":"event","api_version":"2023-10-16","type":"' || t ||
+       '","data":{"object":{"id":"in_' || substr(k, 6) || '","object":"invoice","amount_due":2000,' ||
+       '"currency":"usd","customer_email":"ada.lovelace@example.com"}}}', 'UTF8')`
+	if b.o.growBody == "full" {
+		i := strings.Index(b.invoiceBody, `"id": "`)
+		if i < 0 || strings.Contains(b.invoiceBody, "$body$") {
+			return errors.New("-grow-body full: loadgen's invoice body has no id")
+		}
+		id, _, _ := strings.Cut(b.invoiceBody[i+7:], `"`)
+		body = fmt.Sprintf(`convert_to(replace($body$%s$body$, %s, k), 'UTF8')`, b.invoiceBody, quoteLiteral(id))
+	}
+	sql := fmt.Sprintf(`
+INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at, event_id, event_type,
+                              api_version, body, outcome, via, parent_key, step, step_kind, payload, claim_token, attempts)
+SELECT event_key, 'stripe', 'done', kind, now(), now(), event_id, event_type, api_version, body, outcome, via,
+       parent_key, step, step_kind, payload, claim_token, attempts
+FROM (
+    SELECT k AS event_key, 'event' AS kind, k AS event_id, t AS event_type, '2023-10-16' AS api_version,
+           %s AS body, 'processed' AS outcome, 'delivery' AS via,
+           NULL AS parent_key, NULL AS step, NULL AS step_kind, NULL::jsonb AS payload, 0 AS claim_token, 0 AS attempts
+    FROM (SELECT 'evt_1' || left(translate(encode(sha256(g::text::bytea), 'base64'), '+/=', 'xyz'), 23) AS k,
+                 CASE WHEN g %% 4 = 0 THEN 'checkout.session.completed' ELSE 'invoice.created' END AS t
+          FROM generate_series(1, %d) g) e
+    UNION ALL
+    SELECT k || '/' || st.step, 'step', NULL, NULL, NULL, NULL, NULL, NULL, k, st.step, st.kind, st.payload, 1, 1
+    FROM (SELECT 'evt_1' || left(translate(encode(sha256(g::text::bytea), 'base64'), '+/=', 'xyz'), 23) AS k
+          FROM generate_series(4, %d, 4) g) e
+    CROSS JOIN (VALUES
+        ('email.confirmation', 'email',
+         '{"to":"ada.lovelace@example.com","template":"order_confirmation","data":{"OrderID":1,"ExternalID":"cs_x","AmountCents":3000,"Currency":"usd"}}'::jsonb),
+        ('fulfillment', 'fulfillment',
+         '{"order":{"id":1,"source":"stripe","external_id":"cs_x","amount_cents":3000,"currency":"usd","customer_email":"ada.lovelace@example.com"}}'::jsonb)
+    ) st(step, kind, payload)
+) rows
+ORDER BY event_key`, body, events, events)
+	logf("bulk-loading %d rows into processed_events of database grown (bodies: %s)", b.o.rows, b.o.growBody)
+	t0 := time.Now()
+	if err := b.exec(ctx, "grown", sql); err != nil {
+		return err
+	}
+	b.rep.grow.loadTime = time.Since(t0)
+	t1 := time.Now()
+	for _, st := range []struct{ db, sql string }{
+		{"recv", `VACUUM ANALYZE`},
+		{"grown", `VACUUM ANALYZE`},
+		{"grown", `CHECKPOINT`},
+	} {
+		if err := b.exec(ctx, st.db, st.sql); err != nil {
+			return err
+		}
+	}
+	b.rep.grow.vacuumTime = time.Since(t1)
+	conn, err := pgx.Connect(ctx, b.url("grown"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_ = conn.QueryRow(ctx, `SELECT pg_size_pretty(pg_relation_size('processed_events_pkey')),
+       pg_size_pretty(pg_total_relation_size('processed_events')),
+       (SELECT avg(octet_length(body)) FROM (SELECT body FROM processed_events TABLESAMPLE SYSTEM (1) WHERE kind = 'event') s)`).
+		Scan(&b.rep.grow.pkSize, &b.rep.grow.tableSize, &b.rep.grow.bodyBytes)
+	logf("loaded in %s, vacuumed and checkpointed in %s; primary key %s, table %s",
+		b.rep.grow.loadTime.Round(time.Second), b.rep.grow.vacuumTime.Round(time.Second), b.rep.grow.pkSize, b.rep.grow.tableSize)
+	return nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// drainResult is one redriver drain.
+type drainResult struct {
+	steps            int
+	api              apiStats
+	done, parked     int
+	started, settled time.Time // receiver started; every key seen and every row done
+	err              error
+}
+
+// rate is steps per second from the first call to the last row done.
+func (d drainResult) rate() float64 {
+	if d.api.first.IsZero() || d.settled.IsZero() {
+		return 0
+	}
+	return float64(d.steps) / d.settled.Sub(d.api.first).Seconds()
+}
+
+// phase6: the redriver drains a backlog of fulfillment steps, seeded
+// directly in the database, against an API answering in 200 ms, with
+// REDRIVE_PARALLELISM=N.
+func (b *bench) phase6(ctx context.Context) error {
+	n, steps := b.o.redriveParallelism, b.o.drainSteps
+	ideal := float64(n) / stepsAPI.Seconds()
+	logf("phase 6: the redriver drains %d fulfillment steps (API answering in %s), REDRIVE_PARALLELISM=%d (ideal %.0f/s); %d drains",
+		steps, stepsAPI, n, ideal, b.o.drains)
+	api, err := startFulfillmentAPI(stepsAPI)
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	timeout := max(60*time.Second, 10*time.Duration(float64(steps)/ideal*float64(time.Second)))
+	for d := 1; d <= b.o.drains; d++ {
+		tag := fmt.Sprintf("evt_drain%d_", d)
+		if err := b.seedBacklog(ctx, tag, steps); err != nil {
+			return err
+		}
+		api.reset()
+		if d == b.o.drains {
+			b.resetStatements(ctx, "drain")
+		}
+		r := drainResult{steps: steps, started: time.Now()}
+		recv, err := b.startReceiver(ctx, fmt.Sprintf("receiver (drain %d)", d), "drain", map[string]string{
+			"FULFILLMENT_URL":     api.url(),
+			"REDRIVE_PARALLELISM": strconv.Itoa(n),
+			"REDRIVE_INTERVAL":    "1s",
+		})
+		if err != nil {
+			return err
+		}
+		r.err = b.waitDrained(ctx, api, tag, &r, timeout)
+		recv.stop()
+		r.api = api.stats()
+		b.rep.drains = append(b.rep.drains, r)
+		logf("  6  drain %d: %d steps, %d calls (%d keys, %d repeated), peak %d in flight, %d done, %d parked: %.1f steps/s",
+			d, steps, r.api.calls, r.api.distinct, r.api.repeated, r.api.peak, r.done, r.parked, r.rate())
+		if r.err != nil {
+			return r.err
+		}
+	}
+	b.keepStatements(ctx, "6 receiver: redriver drain (database drain)", "drain")
+	return nil
+}
+
+// seedBacklog inserts steps fulfillment steps waiting for the redriver:
+// each of its own paid order and finished checkout event (keys tag + n).
+func (b *bench) seedBacklog(ctx context.Context, tag string, steps int) error {
+	return b.exec(ctx, "drain", fmt.Sprintf(`
+WITH o AS (
+    INSERT INTO orders (source, provider_event_id, external_id, status, amount_cents, currency, customer_email)
+    SELECT 'stripe', %[1]s || lpad(g::text, 6, '0'), 'cs_' || %[1]s || lpad(g::text, 6, '0'), 'paid', 100, 'usd', 'a@b.c'
+    FROM generate_series(1, %[2]d) g
+    RETURNING id, provider_event_id, external_id
+), ev AS (
+    INSERT INTO processed_events (event_key, source, status, kind, completed_at, event_id, event_type, api_version,
+                                  body, outcome, via)
+    SELECT provider_event_id, 'stripe', 'done', 'event', now(), provider_event_id, 'checkout.session.completed',
+           '2023-10-16', convert_to('{"id":"' || provider_event_id || '"}', 'UTF8'), 'processed', 'delivery'
+    FROM o
+)
+INSERT INTO processed_events (event_key, source, status, kind, parent_key, step, step_kind, payload,
+                              claim_token, attempts, claimed_at)
+SELECT provider_event_id || '/fulfillment', 'stripe', 'in_progress', 'step', provider_event_id, 'fulfillment', 'fulfillment',
+       jsonb_build_object('order', jsonb_build_object('id', id, 'source', 'stripe', 'external_id', external_id,
+                          'amount_cents', 100, 'currency', 'usd', 'customer_email', 'a@b.c')),
+       1, 1, '-infinity'
+FROM o`, quoteLiteral(tag), steps))
+}
+
+// waitDrained polls until the API has seen every step's key and every step
+// row is done, or timeout.
+func (b *bench) waitDrained(ctx context.Context, api *fulfillmentAPI, tag string, r *drainResult, timeout time.Duration) error {
+	conn, err := pgx.Connect(ctx, b.url("drain"))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(timeout)
+	for {
+		err := conn.QueryRow(ctx, `
+SELECT count(*) FILTER (WHERE status = 'done'), count(*) FILTER (WHERE status = 'parked')
+FROM processed_events WHERE kind = 'step' AND parent_key LIKE $1 || '%'`, tag).Scan(&r.done, &r.parked)
+		if err != nil {
+			return err
+		}
+		if st := api.stats(); st.distinct >= int64(r.steps) && r.done >= r.steps {
+			r.settled, r.api = time.Now(), st
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("drain not finished after %s: %d of %d rows done, %d parked, %d keys called", timeout, r.done, r.steps, r.parked, api.stats().distinct)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// --- database helpers ---
+
+func (b *bench) exec(ctx context.Context, dbname, sql string) error {
+	conn, err := pgx.Connect(ctx, b.url(dbname))
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err = conn.Exec(ctx, sql); err != nil {
+		return fmt.Errorf("%s: %w", firstLine(sql), err)
+	}
+	return nil
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " …"
+	}
+	return s
+}
+
+// countRows returns processed_events' row count in dbname (0 on error).
+func (b *bench) countRows(ctx context.Context, dbname string) int64 {
+	var n int64
+	conn, err := pgx.Connect(ctx, b.url(dbname))
+	if err != nil {
+		return 0
+	}
+	defer conn.Close(context.Background())
+	_ = conn.QueryRow(ctx, `SELECT count(*) FROM processed_events`).Scan(&n)
+	return n
+}
+
+func (b *bench) resetStatements(ctx context.Context, dbnames ...string) {
+	if !b.rep.statements {
+		return
+	}
+	for _, db := range dbnames {
+		_ = b.exec(ctx, db, `SELECT pg_stat_statements_reset(0, (SELECT oid FROM pg_database WHERE datname = current_database()), 0)`)
+	}
+}
+
+// keepStatements records the statements that took the most database time
+// in dbname since its last reset.
+func (b *bench) keepStatements(ctx context.Context, title, dbname string) {
+	if !b.rep.statements {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	conn, err := pgx.Connect(ctx, b.url(dbname))
+	if err != nil {
+		return
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `
+SELECT calls, round(total_exec_time::numeric, 0), round(mean_exec_time::numeric, 3),
+       shared_blks_hit, shared_blks_read, wal_bytes, regexp_replace(query, '\s+', ' ', 'g')
+FROM pg_stat_statements
+WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND query NOT LIKE '%pg_stat_statements%'
+ORDER BY total_exec_time DESC LIMIT 10`)
+	if err != nil {
+		return
+	}
+	defer rows.Close()
+	var sb strings.Builder
+	sb.WriteString("| calls | total ms | mean ms | blks hit | blks read | WAL bytes | statement |\n|---:|---:|---:|---:|---:|---:|---|\n")
+	for rows.Next() {
+		var calls, hit, read int64
+		var total, mean, wal float64
+		var q string
+		if err := rows.Scan(&calls, &total, &mean, &hit, &read, &wal, &q); err != nil {
+			return
+		}
+		if len(q) > 120 {
+			q = q[:120] + "…"
+		}
+		fmt.Fprintf(&sb, "| %d | %.0f | %.3f | %d | %d | %.0f | `%s` |\n", calls, total, mean, hit, read, wal, strings.ReplaceAll(q, "|", "\\|"))
+	}
+	b.rep.stmts = append(b.rep.stmts, stmtBlock{title, sb.String()})
+}
+
+type stmtBlock struct{ title, table string }
