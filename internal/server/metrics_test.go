@@ -193,8 +193,6 @@ func TestMetricsLabelsAreBounded(t *testing.T) {
 	}
 }
 
-
-
 func body(t *testing.T, url string) string {
 	res, err := http.Get(url)
 	if err != nil {

@@ -29,18 +29,43 @@ import (
 
 // Server is the running receiver.
 type Server struct {
-	cfg         config.Config
-	log         *slog.Logger
-	pool        *pgxpool.Pool
-	registry    *prometheus.Registry
-	metrics     *webhooks.Metrics
-	proc        *webhooks.Processor
-	providers   []mounted
-	echo        *echo.Echo
-	http        *http.Server
-	metricsHTTP *http.Server // nil when /metrics is served on HTTP_ADDR
+	cfg       config.Config
+	log       *slog.Logger
+	pool      *pgxpool.Pool
+	registry  *prometheus.Registry
+	metrics   *webhooks.Metrics
+	proc      *webhooks.Processor
+	providers []mounted
+	echo      *echo.Echo
+	http      *http.Server
+	// side are the listeners beside the public one: /metrics on
+	// METRICS_ADDR, the console on ADMIN_ADDR. None is ever served on
+	// HTTP_ADDR.
+	side []sideServer
+	// background runs beside the server until it stops (the redriver, the
+	// periodic reconciler).
+	background []func(ctx context.Context)
+	// closers run when the server closes, after the pool's last use
+	// (flushing traces).
+	closers []func(context.Context) error
 	// closed once Shutdown has closed the listener and logged it.
 	listenerClosed chan struct{}
+}
+
+// sideServer is a listener of its own beside HTTP_ADDR.
+type sideServer struct {
+	name string
+	addr string
+	srv  *http.Server
+}
+
+// addSide serves h on addr, beside the public listener.
+func (s *Server) addSide(name, addr string, h http.Handler) {
+	s.side = append(s.side, sideServer{name: name, addr: addr, srv: &http.Server{
+		Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 2 * time.Minute, IdleTimeout: 60 * time.Second,
+		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}})
 }
 
 // mounted is a provider and whether its route is served.
@@ -114,11 +139,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if err := db.Migrate(cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns)
-	if err != nil {
+	s := &Server{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
+	if err := s.setupTracing(ctx); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, pool: pool, registry: prometheus.NewRegistry()}
+	if s.pool, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
+		return nil, err
+	}
+	pool := s.pool
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = webhooks.NewMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
@@ -130,7 +158,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	s.echo = s.router()
 	s.http = &http.Server{
 		Addr:              cfg.HTTPAddr,
-		Handler:           s.echo,
+		Handler:           s.traced(s.echo),
 		ReadHeaderTimeout: 5 * time.Second,
 		// A webhook body is at most MAX_BODY_BYTES; a sender slower than
 		// this is cut off rather than holding a connection.
@@ -144,9 +172,14 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	if cfg.MetricsAddr != "" {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", s.metricsHandler())
-		s.metricsHTTP = &http.Server{Addr: cfg.MetricsAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second,
-			ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+		s.addSide("metrics", cfg.MetricsAddr, mux)
+	}
+	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	if cfg.AdminAddr != "" {
+		if err := s.setupConsole(provs); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
 	// Shutdown runs this once its listener is closed: from here on a
 	// sender gets connection refused and retries elsewhere or later.
@@ -170,8 +203,8 @@ func (s *Server) Processor() *webhooks.Processor { return s.proc }
 
 // Addrs are the addresses the server listens on, once it does.
 type Addrs struct {
-	HTTP    net.Addr
-	Metrics net.Addr // nil when /metrics is served on HTTP
+	HTTP net.Addr
+	Side map[string]net.Addr // "metrics", "admin": the listeners beside HTTP, when configured
 }
 
 // Run serves until ctx ends, then shuts down gracefully: it stops accepting,
@@ -183,15 +216,20 @@ func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
-	addrs := Addrs{HTTP: ln.Addr()}
-	var mln net.Listener
-	if s.metricsHTTP != nil {
-		if mln, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
+	addrs := Addrs{HTTP: ln.Addr(), Side: map[string]net.Addr{}}
+	var sideLns []net.Listener
+	for _, side := range s.side {
+		sl, err := net.Listen("tcp", side.addr)
+		if err != nil {
 			ln.Close()
-			return fmt.Errorf("listen on %s: %w", s.cfg.MetricsAddr, err)
+			for _, l := range sideLns {
+				l.Close()
+			}
+			return fmt.Errorf("listen on %s (%s): %w", side.addr, side.name, err)
 		}
-		addrs.Metrics = mln.Addr()
-		s.log.Info("metrics listening", "addr", mln.Addr().String())
+		sideLns = append(sideLns, sl)
+		addrs.Side[side.name] = sl.Addr()
+		s.log.Info(side.name+" listening", "addr", sl.Addr().String())
 	}
 	s.log.Info("receiver listening", "addr", ln.Addr().String())
 	if ready != nil {
@@ -200,14 +238,16 @@ func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
 
 	bg, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { s.proc.Redrive(bg, s.cfg.RedriveInterval) })
+	for _, f := range s.background {
+		wg.Go(func() { f(bg) })
+	}
 
-	serveErr := make(chan error, 2)
+	serveErr := make(chan error, 1+len(s.side))
 	go func() { serveErr <- s.http.Serve(ln) }()
-	if mln != nil {
+	for i, side := range s.side {
 		go func() {
-			if err := s.metricsHTTP.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
-				serveErr <- fmt.Errorf("metrics: %w", err)
+			if err := side.srv.Serve(sideLns[i]); !errors.Is(err, http.ErrServerClosed) {
+				serveErr <- fmt.Errorf("%s: %w", side.name, err)
 			}
 		}()
 	}
@@ -233,15 +273,24 @@ func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
 			runErr = fmt.Errorf("serve: %w", err)
 		}
 	}
-	if s.metricsHTTP != nil {
-		_ = s.metricsHTTP.Close()
+	for _, side := range s.side {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = side.srv.Shutdown(sctx)
+		cancel()
 	}
 	stopBackground()
 	wg.Wait()
 	return runErr
 }
 
-// Close releases the pool.
+// Close releases the pool, then runs the closers (flushing traces).
 func (s *Server) Close() {
 	s.pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, c := range s.closers {
+		if err := c(ctx); err != nil {
+			s.log.Warn("close", "error", err)
+		}
+	}
 }
