@@ -3,33 +3,55 @@
 //
 // # One event, from request to done
 //
-// A delivery reaches Handler.Route. The raw body is read once (at most
-// MAX_BODY_BYTES, else 413) and given to the Provider, which verifies the
-// signature and returns an Event keyed on the event's identity: the Stripe
-// event id, or GitHub's hook id with the delivery GUID. A request that fails
-// verification is answered 400 and nothing is written.
+// A delivery reaches Handler.Route, the handler of one provider's route
+// (POST /webhooks/<source>, one per Spec of internal/providers). Before
+// reading anything it refuses what cannot be a delivery: beyond
+// MAX_INFLIGHT deliveries at once, 503 with Retry-After; without any of the
+// provider's signature headers, 400 (the body is never read); a declared
+// length over MAX_BODY_BYTES, 413. Then the raw body is read once and given
+// to the Provider's Verify, which checks the signature (and, where the
+// sender signs one, the timestamp) and returns an Event keyed on the
+// event's identity: the Stripe event id, GitHub's hook id with the
+// delivery GUID, Paddle's event id. What no sender signed is read, never
+// trusted: GitHub's GUID is bound to the signed body by a hash that is
+// unique among stored events, the event type must agree with the body, and
+// metrics label only values from closed sets. A request that fails any of
+// this is answered 400 and nothing is written.
 //
 // The Processor then runs the single-transaction pattern, on a context the
-// sender cannot cancel by hanging up. In one transaction it claims the event
-// (INSERT INTO processed_events … ON CONFLICT (event_key) DO NOTHING
-// RETURNING) and stores the raw body in webhook_events with the same
-// statement, lets the provider write its orders and invoices, and inserts a
-// claim row for every step that leaves the database, already leased to
-// itself. All of it commits, or none of it: a crash before the commit leaves
-// no key, and the next retry claims cleanly. BEGIN travels to the server
-// with the claim and a read of the event's claims, and COMMIT with the
-// steps' leases, so the transaction costs no round trip of its own; a copy
-// of an event already claimed learns what became of it from that read.
+// sender cannot cancel by hanging up. The provider's Plan queues the
+// event's database writes and its steps on a Plan, doing no I/O, and the
+// processor sends all of it to PostgreSQL in one round trip, as one
+// implicit transaction:
+//
+//   - the claim, INSERT INTO processed_events … ON CONFLICT DO NOTHING
+//     RETURNING, whose row carries the event's raw body and metadata; when
+//     it inserts, it marks the transaction as the claim's holder;
+//   - a read of every claim of the event (the event's own key and its
+//     steps' keys "<key>/<step>" are one range of the primary key), which
+//     is how a copy of the event learns what became of it;
+//   - a guard that fails unless this transaction made the claim, so a copy
+//     writes nothing and its transaction rolls back;
+//   - the provider's writes (orders, invoices), each safe to run twice;
+//   - a claim row for every step, already leased to this worker, each
+//     inserted only if its condition holds: SQL that asks whether this
+//     transaction changed the order or invoice (xmin is its own), so that
+//     "email only if the order became paid" needs no round trip of its own.
+//
+// All of it commits, or none of it: a crash before the commit leaves no
+// key, and the next retry claims cleanly. A copy is known from its claim's
+// answer, not from the guard's error.
 //
 // After the commit, with no transaction open and no connection held, the
-// processor runs each step (an email, the fulfillment call) and records the
-// result with a compare-and-set on the claim it holds. The delivery answers
-// 200 only when every step is done (or parked for an operator).
+// processor runs each step (an email, the fulfillment call: a StepKind
+// registered by name) and records the result with a compare-and-set on the
+// claim it holds. The delivery answers 200 only when every step is done,
+// skipped or parked for an operator.
 //
 // # The states of a step's claim
 //
 // A step's row in processed_events (key "<event key>/<step name>") is in one
-// of three states, plus one for operators:
+// of these states:
 //
 //   - in_progress with a fresh claimed_at: a worker holds the lease. Only
 //     the holder, identified by claim_token, may move it on. Anybody else
@@ -37,36 +59,43 @@
 //     dies, a 200 would have cost the event).
 //   - in_progress with a claimed_at older than LEASE_DURATION, or given back
 //     (claimed_at = -infinity after a failed attempt): nobody holds it. Any
-//     worker may take it with the lease upsert, which bumps claim_token and
-//     attempts; the sender's next retry takes it at once, the redriver once
-//     next_attempt_at has passed.
+//     worker may take it (UPDATE … WHERE the lease has run out), which bumps
+//     claim_token and attempts; the sender's next retry takes it at once,
+//     the redriver once next_attempt_at has passed.
 //   - done, with completed_at: the holder finished the step and marked it
 //     with UPDATE … WHERE claim_token = $mine AND status = 'in_progress'.
-//     Nothing moves it again; a reclaim never matches a done row.
+//     Nothing moves it again; a take never matches a done row.
+//   - skipped: the step cannot run as planned (no recipient address, or its
+//     kind is not configured where it was planned, such as the fulfillment
+//     call without FULFILLMENT_URL). Recorded with the reason and counted,
+//     never silently dropped; an operator's replay runs it once it can.
 //   - parked: the holder's attempt failed permanently (the fulfillment API
 //     answered 4xx) or the attempts ran out (MAX_STEP_ATTEMPTS). An operator
 //     replays it; nothing else moves it.
 //
 // Transitions and who may make them: the event's transaction creates the
-// step in_progress, held by itself. The holder moves it to done (success),
-// gives it back (transient failure: SMTP refused, 5xx, timeout) or parks it.
-// Any worker (a delivery, the redriver of any replica, an operator's replay)
-// takes an expired or given-back lease. Because every write after the take
-// is compare-and-set on claim_token, a slow worker whose lease was taken
-// cannot mark the new holder's work done, and a take cannot overwrite a
-// completion.
+// step in_progress, held by itself (or skipped). The holder moves it to
+// done (success), skipped, gives it back (transient failure: SMTP refused,
+// 5xx, timeout, or a kind this process is not configured for) or parks it.
+// Any worker (a delivery, the redriver of any replica, an operator's
+// replay) takes an expired or given-back lease. Because every write after
+// the take is compare-and-set on claim_token, a slow worker whose lease was
+// taken cannot mark the new holder's work done, and a take cannot overwrite
+// a completion.
 //
-// Every call that leaves the database is bounded by StepTimeout, a quarter
-// of the lease, so a live worker always finishes or gives back its lease
-// before the lease could run out under it. The Message-ID of an email and
-// the Idempotency-Key of a fulfillment call derive from the step's key, so
-// the rare double attempt (a worker that died after the call and before its
-// completion) is recognisable downstream.
+// Every call that leaves the database is bounded by the step timeout
+// (STEP_TIMEOUT, by default a quarter of the lease) and its result by
+// RecordTimeout; start-up refuses a lease that a live worker could outlive.
+// The Message-ID of an email and the Idempotency-Key of a fulfillment call
+// derive from the step's key (and the email's domain is stamped on the step
+// when it is planned), so the rare double attempt (a worker that died after
+// the call and before its completion) is recognisable downstream.
 //
 // # Finishing without the sender
 //
 // GitHub never retries a failed delivery and Stripe stops after three days,
 // so Processor.Redrive runs in every replica: it finds steps whose lease ran
-// out or was given back and runs them from the stored step, with back-off,
-// parking a step after MAX_STEP_ATTEMPTS.
+// out or was given back (through a partial index of open steps) and runs up
+// to REDRIVE_PARALLELISM of them at once, each under its own lease, with
+// back-off, parking a step after MAX_STEP_ATTEMPTS.
 package webhooks
