@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // Deliveries built at test time, in the shapes of the fixtures under
@@ -16,11 +17,11 @@ import (
 // the senders sign them.
 
 func signStripe(body []byte, secret string, at time.Time) string {
-	return receivertest.SignStripe(body, secret, at)
+	return stripehook.SignatureHeader(body, secret, at)
 }
 
 func signGitHub(body []byte, secret string) string {
-	return receivertest.SignGitHub(body, secret)
+	return "sha256=" + hex.EncodeToString(githubhook.Sign(body, secret))
 }
 
 // hmacHex is HMAC-SHA256(secret, msg) in hex.

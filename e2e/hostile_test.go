@@ -210,7 +210,7 @@ func TestHostileInput(t *testing.T) {
 // and that no step left the database.
 func assertNothingWritten(t *testing.T, w *world, when string) {
 	t.Helper()
-	for _, table := range []string{"processed_events", "webhook_events", "orders", "invoices", "refunds", "invoice_payment_failures"} {
+	for _, table := range w.writtenTables(t) {
 		if n := count(t, w.DB, `SELECT count(*) FROM `+table); n != 0 {
 			t.Errorf("%s: %d rows in %s", when, n, table)
 		}
@@ -218,6 +218,21 @@ func assertNothingWritten(t *testing.T, w *world, when string) {
 	if n, m := len(w.SMTP.Messages()), len(w.API.Requests()); n+m != 0 {
 		t.Errorf("%s: %d emails and %d fulfillment calls", when, n, m)
 	}
+}
+
+// writtenTables are the tables a receiver writes for a delivery, as the
+// database at hand has them: processed_events (which carries each event's
+// body since migration 000003), the business tables and, in a schema from
+// before it, webhook_events.
+func (w *world) writtenTables(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, table := range []string{"processed_events", "webhook_events", "orders", "invoices", "refunds", "invoice_payment_failures"} {
+		if count(t, w.DB, `SELECT count(*) FROM pg_class WHERE oid = to_regclass($1)`, table) == 1 {
+			out = append(out, table)
+		}
+	}
+	return out
 }
 
 // trickle is a body that arrives in n pieces, every, one after the other:
