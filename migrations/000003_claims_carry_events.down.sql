@@ -2,6 +2,7 @@ ALTER TABLE orders
     DROP COLUMN IF EXISTS effective_rank,
     DROP COLUMN IF EXISTS effective_at;
 
+DROP FUNCTION IF EXISTS receiver_claimed();
 DROP INDEX IF EXISTS processed_events_event_id_idx;
 DROP INDEX IF EXISTS processed_events_body_hash_idx;
 DROP INDEX IF EXISTS processed_events_parked_idx;

@@ -74,6 +74,15 @@ CREATE UNIQUE INDEX processed_events_body_hash_idx ON processed_events (body_has
 CREATE INDEX processed_events_event_id_idx ON processed_events (event_id)
     WHERE kind = 'event' AND event_id <> event_key;
 
+-- true in the transaction that made an event's claim (its claim sets the
+-- transaction-local receiver.claim): every write of an event ends its WHERE
+-- with it, so that a copy of the event, sent in the same single round trip
+-- as a new one, skips its writes at no cost (a one-time filter) instead of
+-- running them to no effect.
+CREATE FUNCTION receiver_claimed() RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT coalesce(current_setting('receiver.claim', true), '') = 'yes' $$;
+
 -- Orders only move forward: the position of the last event applied to an
 -- order (GitHub Marketplace: its effective_date, then the action's place in
 -- purchased < changed < cancelled; sponsorships: created < cancelled), so

@@ -2,9 +2,10 @@
 // invoice is unique by its Stripe id and only ever moves forward: pending to
 // paid, never back, whatever order its events arrive in.
 //
-// Writes are queued on the event's transaction (a webhooks.Plan), and what
-// a provider must know of their effect it asks in SQL with the conditions
-// below, which look at the rows this very transaction wrote.
+// Writes are queued on the event's transaction (a webhooks.Plan), each
+// conditional on receiver_claimed() (a copy of the event skips it), and
+// what a provider must know of their effect it asks in SQL with the
+// conditions below, which look at the rows this very transaction wrote.
 package invoices
 
 // Statuses of an invoice.
@@ -30,7 +31,7 @@ type Invoice struct {
 
 const insertSQL = `
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
-VALUES ($1, $2, $3, $4, $5, NULLIF($6, ''))
+SELECT $1, $2, $3, $4, $5, NULLIF($6, '') WHERE receiver_claimed()
 `
 
 func invoiceArgs(inv Invoice, status string) []any {
@@ -60,7 +61,7 @@ func RecordPaymentFailure(q Queue, eventID string, inv Invoice, attempt int) {
 	EnsurePending(q, inv)
 	q.Exec(`
 INSERT INTO invoice_payment_failures (provider_event_id, stripe_invoice_id, attempt_count, amount_due)
-VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, eventID, inv.StripeInvoiceID, attempt, inv.AmountDue)
+SELECT $1, $2, $3, $4 WHERE receiver_claimed() ON CONFLICT DO NOTHING`, eventID, inv.StripeInvoiceID, attempt, inv.AmountDue)
 }
 
 // mine is true of a row this transaction wrote (inserted or updated).

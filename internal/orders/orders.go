@@ -7,7 +7,8 @@
 //
 // Writes are queued on the event's transaction (a webhooks.Plan): they are
 // sent with the event's claim in one round trip, so nothing here reads a
-// result. What a provider must know of a write's effect, to plan a step,
+// result, and each is conditional on receiver_claimed() (a copy of the
+// event skips it). What a provider must know of a write's effect, to plan a step,
 // it asks in SQL with the conditions below (Changed, RefundRecorded), which
 // look at the rows this very transaction wrote.
 package orders
@@ -85,7 +86,7 @@ func notOlder(at, rank string) string {
 // being inserted paid, or two copies of one purchase that both insert. The
 // locks are taken in key order, so writers never deadlock on them.
 const lockSQL = `
-SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k ORDER BY k`
+SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k WHERE receiver_claimed() ORDER BY k`
 
 func lock(q Queue, keys ...string) {
 	ks := make([]string, 0, len(keys))
@@ -114,7 +115,7 @@ SELECT $1, $2, $3, NULLIF($4, ''),
                  AND EXISTS (SELECT 1 FROM refunds WHERE payment_intent_id = $4)
             THEN 'refunded' ELSE $5 END,
        $6, $7, NULLIF($8, ''), NULLIF($9, ''), $10::timestamptz, $11::smallint
-WHERE NOT EXISTS (SELECT 1 FROM orders WHERE provider_event_id = $2)
+WHERE receiver_claimed() AND NOT EXISTS (SELECT 1 FROM orders WHERE provider_event_id = $2)
 `
 
 func orderArgs(o Order, pos Position) []any {
@@ -162,7 +163,7 @@ func Transition(q Queue, source, externalID, from, to string, pos Position) {
 	q.Exec(`
 UPDATE orders SET status = $4, updated_at = now(),
        effective_at = coalesce($5::timestamptz, effective_at), effective_rank = coalesce($6::smallint, effective_rank)
-WHERE source = $1 AND external_id = $2 AND status = $3 AND `+notOlder("$5", "$6"),
+WHERE receiver_claimed() AND source = $1 AND external_id = $2 AND status = $3 AND `+notOlder("$5", "$6"),
 		source, externalID, from, to, at, rank)
 }
 
@@ -173,7 +174,7 @@ func SetPlan(q Queue, source, externalID, plan string, amountCents int64, pos Po
 	q.Exec(`
 UPDATE orders SET plan = $3, amount_cents = $4, updated_at = now(),
        effective_at = coalesce($5::timestamptz, effective_at), effective_rank = coalesce($6::smallint, effective_rank)
-WHERE source = $1 AND external_id = $2 AND status <> 'cancelled'
+WHERE receiver_claimed() AND source = $1 AND external_id = $2 AND status <> 'cancelled'
   AND (plan IS DISTINCT FROM $3 OR amount_cents <> $4) AND `+notOlder("$5", "$6"),
 		source, externalID, plan, amountCents, at, rank)
 }
@@ -194,9 +195,9 @@ func ApplyRefund(q Queue, r Refund) {
 	lock(q, "payment_intent:"+r.PaymentIntentID)
 	q.Exec(`
 INSERT INTO refunds (provider_event_id, payment_intent_id, charge_id, amount_refunded, currency)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`,
+SELECT $1, $2, $3, $4, $5 WHERE receiver_claimed() ON CONFLICT DO NOTHING`,
 		r.ProviderEventID, r.PaymentIntentID, r.ChargeID, r.AmountRefunded, r.Currency)
-	q.Exec(`UPDATE orders SET status = 'refunded', updated_at = now() WHERE payment_intent_id = $1 AND status = 'paid'`,
+	q.Exec(`UPDATE orders SET status = 'refunded', updated_at = now() WHERE receiver_claimed() AND payment_intent_id = $1 AND status = 'paid'`,
 		r.PaymentIntentID)
 }
 

@@ -69,8 +69,10 @@ func eventRows(param string) string {
 // claimSQL is the dedupe claim of the single-transaction pattern, with the
 // event riding on it: INSERT … ON CONFLICT DO NOTHING on the key (and, for
 // providers that set one, the body hash). When it inserts, it marks the
-// transaction as the claim's holder (a transaction-local setting that
-// guardSQL reads); a copy's claim inserts nothing and marks nothing.
+// transaction as the claim's holder (the transaction-local setting that
+// the SQL function receiver_claimed() reads, and that every write and step
+// of the event is conditional on); a copy's claim inserts nothing and
+// marks nothing, so the rest of its transaction does nothing.
 const claimSQL = `
 WITH claim AS (
     INSERT INTO processed_events (event_key, source, status, kind, completed_at, event_id, event_type,
@@ -80,7 +82,7 @@ WITH claim AS (
     ON CONFLICT DO NOTHING
     RETURNING event_key
 )
-SELECT set_config('receiver.claim', event_key, true) FROM claim`
+SELECT set_config('receiver.claim', 'yes', true) FROM claim`
 
 // reclaimSQL is the claim of an operator's replay of a parked event: the
 // parked claim row is taken back, in the transaction of the replay's
@@ -94,7 +96,7 @@ WITH claim AS (
     WHERE event_key = $1 AND kind = 'event' AND status = 'parked'
     RETURNING event_key
 )
-SELECT set_config('receiver.claim', event_key, true) FROM claim`
+SELECT set_config('receiver.claim', 'yes', true) FROM claim`
 
 func reclaimArgs(ev Event, status ClaimStatus, outcome Outcome, lastError string) []any {
 	return []any{ev.Key, string(status), string(outcome), lastError}
@@ -108,12 +110,6 @@ func claimArgs(ev Event, status ClaimStatus, outcome Outcome, lastError string) 
 	return []any{ev.Key, ev.Source, string(status), ev.ID, ev.Type, ev.APIVersion, ev.Body, ev.BodyHash,
 		string(outcome), string(via), lastError}
 }
-
-// guardSQL stops the transaction of a copy: unless this transaction made
-// the claim, it fails, so that the writes and steps queued after it are
-// skipped and the transaction rolls back, leaving nothing behind. The
-// processor knows a copy from the claim's own answer, not from this error.
-const guardSQL = `SELECT 1 / (coalesce(current_setting('receiver.claim', true), '') = $1)::int`
 
 // readClaimsSQL reads every claim of an event, as committed: how a copy of
 // an event learns what became of it, with one index range scan.

@@ -26,13 +26,13 @@
 //
 //   - the claim, INSERT INTO processed_events … ON CONFLICT DO NOTHING
 //     RETURNING, whose row carries the event's raw body and metadata; when
-//     it inserts, it marks the transaction as the claim's holder;
+//     it inserts, it marks the transaction as the claim's holder (a
+//     transaction-local setting the SQL function receiver_claimed() reads);
 //   - a read of every claim of the event (the event's own key and its
 //     steps' keys "<key>/<step>" are one range of the primary key), which
 //     is how a copy of the event learns what became of it;
-//   - a guard that fails unless this transaction made the claim, so a copy
-//     writes nothing and its transaction rolls back;
-//   - the provider's writes (orders, invoices), each safe to run twice;
+//   - the provider's writes (orders, invoices), each safe to run twice and
+//     each conditional on receiver_claimed(), so a copy's are skipped;
 //   - a claim row for every step, already leased to this worker, each
 //     inserted only if its condition holds: SQL that asks whether this
 //     transaction changed the order or invoice (xmin is its own), so that
@@ -40,7 +40,7 @@
 //
 // All of it commits, or none of it: a crash before the commit leaves no
 // key, and the next retry claims cleanly. A copy is known from its claim's
-// answer, not from the guard's error.
+// answer; nothing in its transaction fails or writes.
 //
 // After the commit, with no transaction open and no connection held, the
 // processor runs each step (an email, the fulfillment call: a StepKind

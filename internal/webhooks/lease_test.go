@@ -547,10 +547,10 @@ func TestSenderHangsUp(t *testing.T) {
 	}
 }
 
-// TestCopyKeepsItsConnection: a copy of an event is stopped by the guard
-// inside its one round trip, and the batch's implicit transaction rolls
-// back cleanly, so the connection goes back to the pool instead of being
-// closed (which a transaction left open would force).
+// TestCopyKeepsItsConnection: a copy of an event travels in one round trip
+// like a new one, its writes skipped by receiver_claimed(), and the batch's
+// implicit transaction ends cleanly, so the connection goes back to the pool
+// instead of being closed (which a transaction left open would force).
 func TestCopyKeepsItsConnection(t *testing.T) {
 	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
 	ctx := context.Background()

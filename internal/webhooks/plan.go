@@ -8,8 +8,14 @@ import (
 
 // Plan is the work of one event, queued by its provider's Plan and sent by
 // the processor in the event's transaction, in the order queued, in the
-// same round trip as the claim and the COMMIT. Nothing queued runs unless
-// this transaction made the event's claim.
+// same round trip as the claim and the commit. A copy of an event (its
+// claim was made before) travels the same way, so every write must do
+// nothing unless this transaction made the claim: end its WHERE with the
+// SQL function receiver_claimed(), as internal/orders and
+// internal/invoices do (a one-time filter: the write is skipped at no
+// cost). A write that forgets is still safe, since every write survives
+// being run twice, but does its work for nothing. Steps are guarded so by
+// the processor.
 //
 // A step's condition is SQL, run where the step was queued: it sees every
 // write queued before it. Conditions typically ask whether this
@@ -27,7 +33,8 @@ type planned struct {
 }
 
 // Exec queues a write. Its result is not read: it must be safe to run
-// twice (unique keys, conditional updates), like every write of an event.
+// twice (unique keys, conditional updates), like every write of an event,
+// and should do nothing unless receiver_claimed().
 func (p *Plan) Exec(sql string, args ...any) {
 	p.items = append(p.items, planned{sql: sql, args: args})
 }
@@ -79,6 +86,7 @@ SELECT ` + a(1) + `, ` + a(2) + `, ` + a(8) + `, 'step', ` + a(3) + `, ` + a(4) 
        ` + a(6) + `::jsonb || coalesce(q.patch, '{}'::jsonb), 1, 1, clock_timestamp(), NULLIF(` + a(7) + `, ''),
        NULLIF(` + a(9) + `, ''), CASE WHEN ` + a(8) + ` = 'skipped' THEN now() END
 FROM (SELECT * FROM (` + cond + `) AS c(patch) LIMIT 1) AS q
+WHERE receiver_claimed()
 ON CONFLICT (event_key) DO NOTHING
 RETURNING payload`
 

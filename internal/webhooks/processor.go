@@ -12,6 +12,11 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
 // Result is what became of one delivery.
@@ -92,7 +97,15 @@ func (p *Processor) Process(ctx context.Context, prov Provider, ev Event) Result
 }
 
 func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim string,
-	args func(Event, ClaimStatus, Outcome, string) []any) Result {
+	args func(Event, ClaimStatus, Outcome, string) []any) (res Result) {
+	via := ev.Via
+	if via == "" {
+		via = ViaDelivery
+	}
+	ctx, span := telemetry.Start(ctx, "webhook.process", trace.SpanKindInternal,
+		telemetry.AttrSource.String(ev.Source), telemetry.AttrEventID.String(ev.ID), telemetry.AttrEventKey.String(ev.Key),
+		telemetry.AttrEventType.String(ev.Type), telemetry.AttrVia.String(string(via)))
+	defer func() { endProcess(span, res); span.End() }()
 	var plan Plan
 	status, outcome, lastError := StatusDone, OutcomeProcessed, ""
 	switch err := prov.Plan(&ev, &plan); {
@@ -126,20 +139,20 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 }
 
 // commit sends the event's transaction in one round trip: the claim (with
-// the event's body), a read of the event's claims, then, when there is
-// anything to write, the guard, the provider's writes and the steps'
-// leases. The batch is one implicit transaction, committed when all of it
-// succeeds and rolled back otherwise. When the event was claimed before,
-// claimed is false and claims says what became of it; the guard has
-// stopped the rest, so nothing was written.
+// the event's body), a read of the event's claims, the provider's writes
+// and the steps' leases. The batch is one implicit transaction, committed
+// when all of it succeeds and rolled back otherwise. When the event was
+// claimed before, claimed is false and claims says what became of it; its
+// writes and steps, conditional on a claim this transaction did not make,
+// did nothing. (No statement is made to fail on purpose: an error in a
+// batch makes pgx forget its prepared statements.)
 func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim string, claimArgs []any) (leased []leasedStep, claimed bool, claims eventClaims, err error) {
+	ctx, span := telemetry.Start(ctx, "webhook.transaction", trace.SpanKindInternal)
+	defer func() { endTransaction(span, plan, claimed, len(leased), err); span.End() }()
 	var skipped []leasedStep
 	b := &pgx.Batch{}
 	b.Queue(claim, claimArgs...)
 	b.Queue(readClaimsSQL, ev.Key)
-	if plan.Len() > 0 {
-		b.Queue(guardSQL, ev.Key)
-	}
 	tp := traceparent(ctx)
 	for _, it := range plan.items {
 		if it.step == nil {
@@ -187,13 +200,9 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 		return nil, false, eventClaims{}, dbError("read claims of "+ev.Key, err)
 	}
 	if !claimed {
-		// A copy: the guard stopped the transaction; nothing was written.
+		// A copy: every write and step of its transaction was conditional
+		// on a claim it did not make, and did nothing.
 		return nil, false, claims, nil
-	}
-	if plan.Len() > 0 {
-		if _, err := br.Exec(); err != nil {
-			return nil, false, claims, dbError("guard event "+ev.Key, err)
-		}
 	}
 	for _, it := range plan.items {
 		if it.step == nil {
@@ -336,6 +345,8 @@ var errStepParked = errors.New("step parked for an operator")
 // a sender that hangs up does not cut a call half-way, and bounded by the
 // step timeout, well under the lease.
 func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
+	ctx, span := p.stepSpan(ctx, ls)
+	defer span.End()
 	bg := context.WithoutCancel(ctx)
 	record := func(f func(context.Context) error) error {
 		dbctx, cancel := context.WithTimeout(bg, RecordTimeout(p.opts.Lease))
@@ -361,10 +372,11 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 			err := record(func(c context.Context) error { return skipStep(c, p.pool, ls, why) })
 			if err != nil && !errors.Is(err, errLeaseLost) {
 				log.ErrorContext(ctx, "step cannot run, and its skip was not recorded", "reason", why, "error", err)
+				telemetry.Failed(span, telemetry.ErrorClass(err))
 				return err
 			}
 			log.WarnContext(ctx, "step skipped", "reason", why)
-			p.metrics.stepOutcome(ls.Name, StepSkipped)
+			p.stepOutcome(span, ls.Name, StepSkipped, nil)
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(bg, p.opts.StepTimeout)
@@ -380,14 +392,15 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 			// took it: its holder completes it, and the Message-ID and
 			// Idempotency-Key let the receivers drop the duplicate.
 			log.WarnContext(ctx, "step done, but its lease was taken meanwhile; leaving it to the new holder")
-			p.metrics.stepOutcome(ls.Name, StepLeaseLost)
+			p.stepOutcome(span, ls.Name, StepLeaseLost, nil)
 			return nil
 		case err != nil:
 			log.ErrorContext(ctx, "step done but not recorded; it will run again", "error", err)
+			telemetry.Failed(span, telemetry.ErrorClass(err))
 			return err
 		}
 		log.InfoContext(ctx, "step done", "duration", time.Since(start))
-		p.metrics.stepOutcome(ls.Name, StepDone)
+		p.stepOutcome(span, ls.Name, StepDone, nil)
 		return nil
 	}
 
@@ -400,18 +413,84 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	switch {
 	case errors.Is(err, errLeaseLost):
 		log.WarnContext(ctx, "step failed after its lease was taken", "error", stepErr)
+		telemetry.Failed(span, telemetry.ErrorClass(stepErr))
 		return fmt.Errorf("step %s: %w", ls.Key, stepErr)
 	case err != nil:
 		log.ErrorContext(ctx, "step failed and its lease could not be given back", "error", stepErr, "release_error", err)
+		telemetry.Failed(span, telemetry.ErrorClass(stepErr))
 		return fmt.Errorf("step %s: %w", ls.Key, stepErr)
 	case status == StatusParked:
 		log.ErrorContext(ctx, "step parked for an operator", "error", stepErr, "permanent", perm)
-		p.metrics.stepOutcome(ls.Name, StepParked)
+		p.stepOutcome(span, ls.Name, StepParked, stepErr)
 		return errStepParked
 	}
 	log.WarnContext(ctx, "step failed; lease given back", "error", stepErr)
-	p.metrics.stepOutcome(ls.Name, StepFailed)
+	p.stepOutcome(span, ls.Name, StepFailed, stepErr)
 	return fmt.Errorf("step %s: %w", ls.Key, stepErr)
+}
+
+// stepOutcome counts what became of an attempt of a step and records it on
+// the attempt's span, with the class of its error (never the error's text,
+// which may quote an address).
+func (p *Processor) stepOutcome(span trace.Span, step string, o StepOutcome, cause error) {
+	p.metrics.stepOutcome(step, o)
+	if span.IsRecording() {
+		span.SetAttributes(telemetry.AttrStepOutcome.String(string(o)))
+		if cause != nil {
+			telemetry.Failed(span, telemetry.ErrorClass(cause))
+		}
+	}
+}
+
+// stepSpan starts the span of one attempt of a step, "webhook.step <name>",
+// linked to the transaction that planned the step when that was another
+// trace (a redelivery, the redriver, an operator, a replay finishing it).
+// Without a span in ctx (the redriver's), it is the root of a trace of its
+// own.
+func (p *Processor) stepSpan(ctx context.Context, ls leasedStep) (context.Context, trace.Span) {
+	if !telemetry.Enabled() {
+		return ctx, noop.Span{}
+	}
+	attrs := []attribute.KeyValue{telemetry.AttrSource.String(ls.Source), telemetry.AttrEventKey.String(ls.EventKey),
+		telemetry.AttrStep.String(ls.Name), telemetry.AttrStepKind.String(ls.Kind), telemetry.AttrStepKey.String(ls.Key),
+		telemetry.AttrAttempt.Int(ls.Attempts)}
+	if r, _ := ctx.Value(runnerKey{}).(string); r != "" {
+		attrs = append(attrs, telemetry.AttrRunner.String(r))
+	}
+	return telemetry.StartLinked(ctx, "webhook.step "+ls.Name, []string{ls.Traceparent}, attrs...)
+}
+
+// runnerKey is the context key of who runs a step when it is not the
+// delivery that planned it: "redriver", "operator", "replay".
+type runnerKey struct{}
+
+func withRunner(ctx context.Context, runner string) context.Context {
+	return context.WithValue(ctx, runnerKey{}, runner)
+}
+
+// endProcess records the outcome of an event on its span; a failed step or
+// an unavailable database marks it failed.
+func endProcess(span trace.Span, res Result) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(telemetry.AttrOutcome.String(string(res.Outcome)))
+	if res.Outcome == OutcomeStepFailed || res.Outcome == OutcomeError {
+		telemetry.Failed(span, string(res.Outcome))
+	}
+}
+
+// endTransaction records on the transaction's span what it queued and did.
+func endTransaction(span trace.Span, plan *Plan, claimed bool, leased int, err error) {
+	if !span.IsRecording() {
+		return
+	}
+	steps := len(plan.Steps())
+	span.SetAttributes(telemetry.AttrClaimed.Bool(claimed), telemetry.AttrWrites.Int(plan.Len()-steps),
+		telemetry.AttrStepsQueued.Int(steps), telemetry.AttrStepsLeased.Int(leased))
+	if err != nil {
+		telemetry.Failed(span, telemetry.ErrorClass(err))
+	}
 }
 
 // backoff is the redriver's wait before the next attempt: Backoff doubled
@@ -431,4 +510,4 @@ func (p *Processor) DeliveryTimeout() time.Duration {
 // traceparent is the W3C trace context of ctx, stored with the steps an
 // event plans so that whoever finishes them later links back to it; empty
 // when tracing is off.
-var traceparent = func(ctx context.Context) string { return "" }
+var traceparent = telemetry.Traceparent
