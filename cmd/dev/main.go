@@ -8,9 +8,10 @@
 // -temp, in a temporary directory removed afterwards. It creates the
 // database `receiver` and runs COMMAND with DATABASE_URL pointing at it and
 // TEST_DATABASE_URL at the server's maintenance database, unless they are
-// already set. With -dev-secrets it also sets STRIPE_WEBHOOK_SECRET and
-// GITHUB_WEBHOOK_SECRET, unless set, to development secrets generated once
-// and kept in var/dev-secrets.env.
+// already set. With -dev-secrets it also sets the webhook secret of every
+// provider of the registry (internal/providers) that names a development
+// prefix, unless set, to a development secret generated once and kept in
+// var/dev-secrets.env.
 //
 // COMMAND runs in a process group of its own: SIGINT and SIGTERM, from the
 // terminal or elsewhere, reach dev, which passes each on to the whole group

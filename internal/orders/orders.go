@@ -45,7 +45,7 @@ type Queue interface {
 // fulfillment steps read.
 type Order struct {
 	ID              int64  `json:"id"`
-	Source          string `json:"source"`            // "stripe", "github_marketplace", "github_sponsors", "paddle"
+	Source          string `json:"source"`            // one of the providers' Spec.OrderSources
 	ProviderEventID string `json:"provider_event_id"` // the event that created the order
 	ExternalID      string `json:"external_id"`       // Checkout Session id, marketplace account, sponsorship node id, transaction id
 	PaymentIntentID string `json:"payment_intent_id,omitempty"`

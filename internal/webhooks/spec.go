@@ -58,7 +58,7 @@ func (s Spec) Handles(t string) bool {
 
 // Var is one environment variable of a provider.
 type Var struct {
-	Name    string // "STRIPE_WEBHOOK_SECRET"
+	Name    string // the variable's name, e.g. <PROVIDER>_WEBHOOK_SECRET
 	Doc     string // what it is, for the README's table
 	Default string // used when unset
 	// List: a comma-separated list (secrets while they are rotated).
