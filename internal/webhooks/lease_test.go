@@ -98,7 +98,10 @@ func newRig(t *testing.T, opts webhooks.Options) *rig {
 // testLog sends the processor's log lines to the test's log.
 type testLog struct{ t *testing.T }
 
-func (w testLog) Write(p []byte) (int, error) { w.t.Log(strings.TrimSpace(string(p))); return len(p), nil }
+func (w testLog) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
 
 type answer struct {
 	status     int

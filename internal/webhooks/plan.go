@@ -90,7 +90,6 @@ WHERE receiver_claimed()
 ON CONFLICT (event_key) DO NOTHING
 RETURNING payload`
 
-
 	stepSQLCache.Store(key, s)
 	return s
 }

@@ -115,5 +115,7 @@ type planner interface {
 // planOnly is a provider made of a Plan: Process never verifies.
 type planOnly struct{ p planner }
 
-func (planOnly) Verify(http.Header, []byte, time.Time) (webhooks.Event, error) { return webhooks.Event{}, nil }
+func (planOnly) Verify(http.Header, []byte, time.Time) (webhooks.Event, error) {
+	return webhooks.Event{}, nil
+}
 func (o planOnly) Plan(ev *webhooks.Event, p *webhooks.Plan) error { return o.p.Plan(ev, p) }
