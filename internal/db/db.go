@@ -20,6 +20,8 @@ import (
 )
 
 // Open connects a pool to databaseURL and checks that the server answers.
+// The pool's statements are traced (see Tracer) whenever they run inside a
+// recording span, which happens only while tracing is on.
 func Open(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(databaseURL)
 	if err != nil {
@@ -28,6 +30,7 @@ func Open(ctx context.Context, databaseURL string, maxConns int32) (*pgxpool.Poo
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
+	cfg.ConnConfig.Tracer = Tracer()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open pool: %w", err)
