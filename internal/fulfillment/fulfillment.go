@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
 // Request is the body of POST /fulfillments.
@@ -46,12 +48,14 @@ type Client struct {
 //
 // Its transport keeps up to 64 idle connections to the API: steps of many
 // deliveries run at once, and Go's default of 2 idle connections per host
-// would open a new connection for most calls.
+// would open a new connection for most calls. While tracing is on, each
+// call is a client span ("POST /fulfillments") of the step that makes it,
+// and its traceparent header carries the trace to the API.
 func New(baseURL string) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 128
 	t.MaxIdleConnsPerHost = 64
-	return &Client{BaseURL: baseURL, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: t}}
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: telemetry.Transport(t)}}
 }
 
 // maxErrorBody bounds how much of a response body is read into a StatusError.

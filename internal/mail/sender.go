@@ -9,8 +9,15 @@ import (
 	"net/smtp"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
 // Sender delivers one Message.
@@ -47,7 +54,10 @@ type SMTPSender struct {
 	HeloName string // name sent in EHLO/HELO; empty: "localhost"
 }
 
-// Send implements Sender.
+// Send implements Sender. While tracing is on, the SMTP dialogue is a
+// client span, "smtp.send", with the server's address and an event per
+// command; a failure records the command it failed at, never the server's
+// reply (it may quote the recipient's address).
 func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 	from, to, err := m.addresses()
 	if err != nil {
@@ -57,14 +67,21 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 	if err != nil {
 		return err
 	}
-	host, _, err := net.SplitHostPort(s.Addr)
+	host, port, err := net.SplitHostPort(s.Addr)
 	if err != nil {
 		return fmt.Errorf("mail: smtp address %q: %w", s.Addr, err)
 	}
+	portNum, _ := strconv.Atoi(port)
+	ctx, span := telemetry.Start(ctx, "smtp.send", trace.SpanKindClient, semconv.ServerAddress(host), semconv.ServerPort(portNum))
+	defer span.End()
 
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "tcp", s.Addr)
 	if err != nil {
+		if span.IsRecording() {
+			span.SetAttributes(smtpCommand.String("connect"))
+			telemetry.Failed(span, telemetry.ErrorClass(err))
+		}
 		return fmt.Errorf("mail: smtp dial %s: %w", s.Addr, err)
 	}
 	// Bound every read and write by ctx: its deadline now, and an immediate
@@ -79,6 +96,10 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 	defer func() {
 		if err == nil {
 			return
+		}
+		if span.IsRecording() {
+			span.SetAttributes(smtpCommand.String(step))
+			telemetry.Failed(span, telemetry.ErrorClass(err))
 		}
 		if ctxErr := contextErr(ctx, err); ctxErr != nil {
 			err = fmt.Errorf("mail: smtp %s %s: %w (%w)", s.Addr, step, ctxErr, err)
@@ -96,12 +117,14 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 
 	if s.HeloName != "" {
 		step = "HELO"
+		span.AddEvent(step)
 		if err := c.Hello(s.HeloName); err != nil {
 			return err
 		}
 	}
 	if ok, _ := c.Extension("STARTTLS"); ok {
 		step = "STARTTLS"
+		span.AddEvent(step)
 		if err := c.StartTLS(&tls.Config{
 			ServerName:         host,
 			InsecureSkipVerify: isLoopback(host), // test and local relays use self-signed certificates
@@ -111,19 +134,23 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 	}
 	if s.Username != "" {
 		step = "AUTH"
+		span.AddEvent(step)
 		if err := c.Auth(smtp.PlainAuth("", s.Username, s.Password, host)); err != nil {
 			return err
 		}
 	}
 	step = "MAIL FROM"
+	span.AddEvent(step)
 	if err := c.Mail(from.Address); err != nil {
 		return err
 	}
 	step = "RCPT TO"
+	span.AddEvent(step)
 	if err := c.Rcpt(to.Address); err != nil {
 		return err
 	}
 	step = "DATA"
+	span.AddEvent(step)
 	w, err := c.Data()
 	if err != nil {
 		return err
@@ -139,6 +166,9 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 	_ = c.Quit()
 	return nil
 }
+
+// smtpCommand is the attribute of the command an SMTP dialogue failed at.
+const smtpCommand = attribute.Key("smtp.command")
 
 // contextErr returns the context error that caused err, if any. The
 // connection deadline equals ctx's deadline, so a timeout may be reported a

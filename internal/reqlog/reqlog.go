@@ -3,11 +3,15 @@
 // are injected as usual; the Handler they are built on adds the attributes
 // of the context a record is logged with (InfoContext and friends), when
 // it is written and only then, so a request builds no logger of its own.
+// While tracing is on, a record logged inside a span also carries its
+// trace_id and span_id, to go from a log line to its trace and back.
 package reqlog
 
 import (
 	"context"
 	"log/slog"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 type ctxKey struct{}
@@ -46,7 +50,8 @@ func Attrs(ctx context.Context) []slog.Attr {
 	return out
 }
 
-// Handler adds the attributes of each record's context to the record.
+// Handler adds the attributes of each record's context to the record, and
+// the ids of the context's span when it has one.
 type Handler struct{ slog.Handler }
 
 // NewHandler wraps h.
@@ -56,6 +61,9 @@ func NewHandler(h slog.Handler) Handler { return Handler{h} }
 func (h Handler) Handle(ctx context.Context, r slog.Record) error {
 	if a, _ := ctx.Value(ctxKey{}).(*attrs); a != nil {
 		r.AddAttrs(Attrs(ctx)...)
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

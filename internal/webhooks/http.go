@@ -10,7 +10,10 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/paywebhooks/receiver/internal/reqlog"
+	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
 // Handler serves the webhook routes: it refuses what cannot be a delivery
@@ -48,6 +51,7 @@ func (h *Handler) Route(spec Spec, prov Provider) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		start := time.Now()
 		ctx := reqlog.With(req.Context(), "source", spec.Source)
+		telemetry.Annotate(ctx, telemetry.AttrSource.String(spec.Source))
 		d := delivery{h: h, spec: spec, w: w, req: req, start: start}
 		d.serve(ctx, prov)
 	})
@@ -95,6 +99,7 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 		return
 	}
 
+	_, verify := telemetry.Start(ctx, "webhook.verify", trace.SpanKindInternal, telemetry.AttrSource.String(spec.Source))
 	ev, err := prov.Verify(req.Header, body, h.now())
 	if err != nil {
 		reason := "invalid"
@@ -102,12 +107,17 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 		if errors.As(err, &rej) {
 			reason = rej.Reason
 		}
+		telemetry.Failed(verify, reason)
+		verify.End()
 		d.reject(ctx, http.StatusBadRequest, reason, err)
 		return
 	}
+	verify.End()
 	ev.Via = ViaDelivery
 	h.metrics.secretMatched(spec.Source, ev.SecretIndex)
 	ctx = reqlog.With(ctx, "event_id", ev.ID, "event_type", ev.Type)
+	telemetry.Annotate(ctx, telemetry.AttrEventID.String(ev.ID), telemetry.AttrEventKey.String(ev.Key),
+		telemetry.AttrEventType.String(ev.Type))
 	if spec.APIVersion != "" && ev.APIVersion != "" && ev.APIVersion != spec.APIVersion {
 		h.metrics.APIVersionMismatch.WithLabelValues(spec.Source, apiVersionLabel(ev.APIVersion)).Inc()
 	}
@@ -137,6 +147,7 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 		d.w.Header().Set("Retry-After", "5")
 	}
 	d.answer(status, response{Outcome: string(res.Outcome), Event: ev.ID})
+	telemetry.Annotate(ctx, telemetry.AttrOutcome.String(string(res.Outcome)))
 	level := slog.LevelInfo
 	if status >= 500 {
 		level = slog.LevelWarn
@@ -149,6 +160,7 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 // error may quote request parts: providers cap what they quote.
 func (d *delivery) reject(ctx context.Context, status int, reason string, err error) {
 	d.h.metrics.Rejections.WithLabelValues(d.spec.Source, reason).Inc()
+	telemetry.Annotate(ctx, telemetry.AttrOutcome.String("rejected"), telemetry.AttrRejection.String(reason))
 	d.answer(status, response{Outcome: "rejected", Reason: reason})
 	d.h.log.WarnContext(ctx, "delivery rejected", "status", status, "reason", reason, "error", errText(err),
 		"duration_ms", time.Since(d.start).Milliseconds())

@@ -56,7 +56,9 @@ func (p *Processor) RedriveOnce(ctx context.Context, limit int) (ran, failed int
 			}
 			p.metrics.LeaseReclaims.Inc()
 			nran.Add(1)
-			sctx := reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "redriver", true)
+			// The step's span is the root of a trace of its own, linked
+			// to the transaction that planned the step.
+			sctx := withRunner(reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "redriver", true), "redriver")
 			if err := p.runStep(sctx, ls); err != nil && !errors.Is(err, errStepParked) {
 				nfailed.Add(1)
 			}
@@ -124,7 +126,7 @@ WHERE event_key = $1 AND kind = 'step' AND status = 'in_progress' AND `+leaseExp
 		return false, err
 	}
 	p.metrics.LeaseReclaims.Inc()
-	err = p.runStep(reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "operator", true), ls)
+	err = p.runStep(withRunner(reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "operator", true), "operator"), ls)
 	if errors.Is(err, errStepParked) {
 		err = nil
 	}

@@ -5,6 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
 // LoadEvent reads the event stored under key (its claim key, or the
@@ -35,7 +41,15 @@ ORDER BY event_key = $1 DESC LIMIT 1`, key).
 // steps that this process can run are given back with their attempts
 // reset; those it cannot run (their kind is not configured here) stay as
 // they are.
-func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (Result, error) {
+func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (res Result, err error) {
+	ctx, span := p.replaySpan(ctx, ev)
+	defer func() {
+		if err != nil {
+			telemetry.Failed(span, telemetry.ErrorClass(err))
+		}
+		span.End()
+	}()
+	ctx = withRunner(ctx, "replay")
 	rows, err := p.pool.Query(ctx, readClaimsSQL, ev.Key)
 	if err != nil {
 		return Result{}, dbError("read claims of "+ev.Key, err)
@@ -57,6 +71,22 @@ func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (Result
 		return Result{}, err
 	}
 	return p.process(ctx, prov, ev, reclaimSQL, reclaimArgs), nil
+}
+
+// replaySpan starts the span of a replay, "webhook.replay", linked to the
+// transactions that planned the event's steps (their stored trace
+// context), so that the replay is found with the delivery.
+func (p *Processor) replaySpan(ctx context.Context, ev Event) (context.Context, trace.Span) {
+	if !telemetry.Enabled() {
+		return ctx, noop.Span{}
+	}
+	var links []string
+	if rows, err := p.pool.Query(ctx, `SELECT DISTINCT traceparent FROM processed_events WHERE `+eventRows("$1")+
+		` AND traceparent IS NOT NULL`, ev.Key); err == nil {
+		links, _ = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	return telemetry.StartLinked(ctx, "webhook.replay", links, telemetry.AttrSource.String(ev.Source),
+		telemetry.AttrEventID.String(ev.ID), telemetry.AttrEventKey.String(ev.Key), telemetry.AttrEventType.String(ev.Type))
 }
 
 // Runnable reports why this process cannot run a step of the given kind
