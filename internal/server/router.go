@@ -16,6 +16,7 @@ import (
 
 	"github.com/labstack/echo/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/reqlog"
@@ -151,7 +152,15 @@ func (s *Server) requests(latency *prometheus.HistogramVec) echo.MiddlewareFunc 
 				if route == "" {
 					route = "unmatched"
 				}
-				latency.WithLabelValues(route, methodLabel(req.Method), codeLabel(status)).Observe(time.Since(start).Seconds())
+				obs := latency.WithLabelValues(route, methodLabel(req.Method), codeLabel(status))
+				if sc := trace.SpanContextFromContext(ctx); sc.IsSampled() {
+					// An exemplar: from a slow bucket to the trace of one
+					// request in it (OpenMetrics exposition only).
+					obs.(prometheus.ExemplarObserver).ObserveWithExemplar(time.Since(start).Seconds(),
+						prometheus.Labels{"trace_id": sc.TraceID().String()})
+				} else {
+					obs.Observe(time.Since(start).Seconds())
+				}
 				switch {
 				case strings.HasPrefix(route, "/webhooks/") && status != http.StatusNotFound && status != http.StatusMethodNotAllowed,
 					route == "/healthz", route == "/readyz", route == "/metrics":
