@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures the receiver against the copied dedupe snippet and against
 # pgbench running the same SQL, on a fresh durable PostgreSQL cluster, and
-# writes BENCHMARKS.md (about 13 minutes). Arguments go to
+# writes BENCHMARKS.md (about 12 minutes). Arguments go to
 # bench/cmd/benchrun: -quick for a smoke run of a few minutes, -phases 1,4 to
 # run some phases only, -h for every flag. `make bench` runs it.
 set -euo pipefail

@@ -19,13 +19,13 @@ const clkTck = 100
 // Busy − ours is what other work on the machine took meanwhile.
 type cpuUse struct {
 	Client, Server, Postgres float64
-	Busy, Wall               float64 // machine busy CPU time over all cores; elapsed time
+	Busy, Steal, Wall        float64 // machine busy CPU time over all cores; stolen by the hypervisor; elapsed time
 }
 
 func (u cpuUse) ours() float64 { return u.Client + u.Server + u.Postgres }
 
 func (u cpuUse) add(v cpuUse) cpuUse {
-	return cpuUse{u.Client + v.Client, u.Server + v.Server, u.Postgres + v.Postgres, u.Busy + v.Busy, u.Wall + v.Wall}
+	return cpuUse{u.Client + v.Client, u.Server + v.Server, u.Postgres + v.Postgres, u.Busy + v.Busy, u.Steal + v.Steal, u.Wall + v.Wall}
 }
 
 // cpuSnap is the CPU counters at one instant.
@@ -34,6 +34,7 @@ type cpuSnap struct {
 	server   float64 // the server process; 0 without one
 	postgres float64 // the cluster's processes, see clusterCPU
 	busy     float64 // the machine
+	steal    float64 // the machine's time stolen by the hypervisor
 }
 
 // cpuMeter takes snapshots of the benchmark's own processes.
@@ -43,7 +44,8 @@ type cpuMeter struct {
 }
 
 func (m cpuMeter) snap(serverPid int) cpuSnap {
-	s := cpuSnap{at: time.Now(), busy: m.machineBusy()}
+	s := cpuSnap{at: time.Now()}
+	s.busy, s.steal = m.machine()
 	if serverPid > 0 {
 		s.server = m.procTotal(serverPid, false)
 	}
@@ -57,6 +59,7 @@ func between(a, b cpuSnap) cpuUse {
 		Server:   max(b.server-a.server, 0),
 		Postgres: max(b.postgres-a.postgres, 0),
 		Busy:     max(b.busy-a.busy, 0),
+		Steal:    max(b.steal-a.steal, 0),
 		Wall:     b.at.Sub(a.at).Seconds(),
 	}
 }
@@ -153,27 +156,27 @@ func (m cpuMeter) procTotal(pid int, reaped bool) float64 {
 	return t / clkTck
 }
 
-// machineBusy is the machine's total non-idle CPU time, in seconds.
-func (m cpuMeter) machineBusy() float64 {
+// machine is the machine's total CPU time in use (user, nice, system, irq,
+// softirq) and stolen by the hypervisor, in seconds.
+func (m cpuMeter) machine() (busy, steal float64) {
 	b, err := os.ReadFile(filepath.Join(m.proc, "stat"))
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	line, _, _ := strings.Cut(string(b), "\n")
 	f := strings.Fields(line)
 	if len(f) < 5 || f[0] != "cpu" {
-		return 0
+		return 0, 0
 	}
-	var busy float64
 	for i, v := range f[1:] {
 		n, _ := strconv.ParseFloat(v, 64)
-		if i == 3 || i == 4 { // idle, iowait
-			continue
+		switch {
+		case i == 3 || i == 4: // idle, iowait
+		case i == 7:
+			steal = n
+		case i < 7: // guest time (8, 9) is already in user
+			busy += n
 		}
-		if i >= 8 { // guest time is already in user
-			break
-		}
-		busy += n
 	}
-	return busy / clkTck
+	return busy / clkTck, steal / clkTck
 }

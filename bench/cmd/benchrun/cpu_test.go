@@ -34,7 +34,7 @@ func (f fakeProc) set(pid, ppid int, comm string, utime, stime, cutime, cstime i
 func (f fakeProc) exit(pid int) { _ = os.RemoveAll(filepath.Join(f.root, strconv.Itoa(pid))) }
 
 func (f fakeProc) machine(busy int) {
-	line := fmt.Sprintf("cpu  %d 0 0 5000 10 0 0 0 0 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n", busy)
+	line := fmt.Sprintf("cpu  %d 0 0 5000 10 0 0 %d 7 0\ncpu0 0 0 0 0 0 0 0 0 0 0\n", busy, busy/10)
 	if err := os.WriteFile(filepath.Join(f.root, "stat"), []byte(line), 0o644); err != nil {
 		f.t.Fatal(err)
 	}
@@ -84,8 +84,8 @@ func TestClusterCPUCountsOnlyOurCluster(t *testing.T) {
 	if want := (2 + 40 + 25 + 7) / 100.0; !near(u.Postgres, want) {
 		t.Errorf("postgres used %.2fs, want %.2fs", u.Postgres, want)
 	}
-	if !near(u.Server, 1.0) || !near(u.Busy, 6.0) || u.Wall <= 0 {
-		t.Errorf("server %.2fs, busy %.2fs, wall %.3fs", u.Server, u.Busy, u.Wall)
+	if !near(u.Server, 1.0) || !near(u.Busy, 6.0) || !near(u.Steal, 0.6) || u.Wall <= 0 {
+		t.Errorf("server %.2fs, busy %.2fs, steal %.2fs, wall %.3fs", u.Server, u.Busy, u.Steal, u.Wall)
 	}
 }
 

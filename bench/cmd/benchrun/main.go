@@ -102,7 +102,7 @@ func parseFlags(args []string) (options, error) {
 Measures the receiver against the copied snippet and pgbench on a fresh durable
 PostgreSQL cluster and writes the report (-out). Phases: 1 new events, 2 replays,
 3 steps with a 200 ms API, 4 growth to -rows rows, 5 memory and p99, 6 redriver
-drain. The default run takes about 13 minutes; -quick about 3.
+drain. The default run takes about 12 minutes; -quick about 3.
 
 Flags:
 `)
@@ -116,7 +116,7 @@ Flags:
 	phases := fs.String("phases", "1,2,3,4,5,6", "phases to run, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run: defaults "+quickText()+" (flags given explicitly win)")
 	fs.IntVar(&o.rounds, "rounds", 10, "rounds of phases 1, 2 and 4 (each round: one slot per side; phases 3 and 5 run half as many)")
-	fs.DurationVar(&o.slot, "slot", 3*time.Second, "measured time of one slot (pgbench: whole seconds)")
+	fs.DurationVar(&o.slot, "slot", 2*time.Second, "measured time of one slot (pgbench: whole seconds)")
 	fs.DurationVar(&o.slotWarmup, "slot-warmup", 500*time.Millisecond, "loadgen's warm-up before each slot, not measured")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up of each server before a phase's rounds")
 	fs.DurationVar(&o.window, "window", 10*time.Second, "phase 5: the window at 256 in flight, and pgbench's run at the fixed rate")

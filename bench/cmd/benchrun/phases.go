@@ -262,10 +262,9 @@ func (b *bench) phase4(ctx context.Context) error {
 // steps of every fourth event (a checkout: its confirmation e-mail and its
 // fulfillment, done). Rows go in in key order, so that the load is fast.
 func (b *bench) bulkLoad(ctx context.Context) error {
-	events := b.o.rows * 2 / 3
+	events := (b.o.rows*2 + 2) / 3
 	body := `convert_to('{"id":"' || k || '","object":"event","api_version":"2023-10-16","type":"' || t ||
-       '","data":{"object":{"id":"in_' || substr(k, 6) || '","object":"invoice","amount_due":2000,' ||
-       '"currency":"usd","customer_email":"ada.lovelace@example.com"}}}', 'UTF8')`
+           '","data":{"object":{"id":"in_' || substr(k, 6) || '","object":"invoice"}}}', 'UTF8')`
 	if b.o.growBody == "full" {
 		i := strings.Index(b.invoiceBody, `"id": "`)
 		if i < 0 || strings.Contains(b.invoiceBody, "$body$") {
@@ -274,30 +273,43 @@ func (b *bench) bulkLoad(ctx context.Context) error {
 		id, _, _ := strings.Cut(b.invoiceBody[i+7:], `"`)
 		body = fmt.Sprintf(`convert_to(replace($body$%s$body$, %s, k), 'UTF8')`, b.invoiceBody, quoteLiteral(id))
 	}
+	// The keys are sorted alone; the wide columns are computed after the
+	// sort, row by row.
 	sql := fmt.Sprintf(`
 INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at, event_id, event_type,
                               api_version, body, outcome, via, parent_key, step, step_kind, payload, claim_token, attempts)
-SELECT event_key, 'stripe', 'done', kind, now(), now(), event_id, event_type, api_version, body, outcome, via,
-       parent_key, step, step_kind, payload, claim_token, attempts
+SELECT event_key, 'stripe', 'done', kind, now(), now(),
+       CASE WHEN kind = 'event' THEN k END,
+       CASE WHEN kind = 'event' THEN t END,
+       CASE WHEN kind = 'event' THEN '2023-10-16' END,
+       CASE WHEN kind = 'event' THEN %s END,
+       CASE WHEN kind = 'event' THEN 'processed' END,
+       CASE WHEN kind = 'event' THEN 'delivery' END,
+       CASE WHEN kind = 'step' THEN k END,
+       step,
+       CASE step WHEN 'fulfillment' THEN 'fulfillment' WHEN 'email.confirmation' THEN 'email' END,
+       CASE step
+           WHEN 'fulfillment' THEN '{"order":{"id":1,"source":"stripe","external_id":"cs_x","amount_cents":3000,"currency":"usd","customer_email":"ada.lovelace@example.com"}}'::jsonb
+           WHEN 'email.confirmation' THEN '{"to":"ada.lovelace@example.com","template":"order_confirmation","data":{"OrderID":1,"ExternalID":"cs_x","AmountCents":3000,"Currency":"usd"}}'::jsonb
+       END,
+       CASE WHEN kind = 'step' THEN 1 ELSE 0 END,
+       CASE WHEN kind = 'step' THEN 1 ELSE 0 END
 FROM (
-    SELECT k AS event_key, 'event' AS kind, k AS event_id, t AS event_type, '2023-10-16' AS api_version,
-           %s AS body, 'processed' AS outcome, 'delivery' AS via,
-           NULL AS parent_key, NULL AS step, NULL AS step_kind, NULL::jsonb AS payload, 0 AS claim_token, 0 AS attempts
-    FROM (SELECT 'evt_1' || left(translate(encode(sha256(g::text::bytea), 'base64'), '+/=', 'xyz'), 23) AS k,
-                 CASE WHEN g %% 4 = 0 THEN 'checkout.session.completed' ELSE 'invoice.created' END AS t
-          FROM generate_series(1, %d) g) e
+    SELECT k AS event_key, 'event' AS kind, k, t, NULL AS step FROM keys
     UNION ALL
-    SELECT k || '/' || st.step, 'step', NULL, NULL, NULL, NULL, NULL, NULL, k, st.step, st.kind, st.payload, 1, 1
-    FROM (SELECT 'evt_1' || left(translate(encode(sha256(g::text::bytea), 'base64'), '+/=', 'xyz'), 23) AS k
-          FROM generate_series(4, %d, 4) g) e
-    CROSS JOIN (VALUES
-        ('email.confirmation', 'email',
-         '{"to":"ada.lovelace@example.com","template":"order_confirmation","data":{"OrderID":1,"ExternalID":"cs_x","AmountCents":3000,"Currency":"usd"}}'::jsonb),
-        ('fulfillment', 'fulfillment',
-         '{"order":{"id":1,"source":"stripe","external_id":"cs_x","amount_cents":3000,"currency":"usd","customer_email":"ada.lovelace@example.com"}}'::jsonb)
-    ) st(step, kind, payload)
-) rows
-ORDER BY event_key`, body, events, events)
+    SELECT k || '/' || st.step, 'step', k, t, st.step
+    FROM keys CROSS JOIN (VALUES ('email.confirmation'), ('fulfillment')) st(step)
+    WHERE t = 'checkout.session.completed'
+    ORDER BY 1
+) rows`, body)
+	// The sort is of the harness's making, not of what is measured: let it
+	// run in memory.
+	sql = fmt.Sprintf(`SET work_mem = '256MB';
+WITH keys AS MATERIALIZED (
+    SELECT 'evt_1' || left(translate(encode(sha256(g::text::bytea), 'base64'), '+/=', 'xyz'), 23) AS k,
+           CASE WHEN g %% 4 = 0 THEN 'checkout.session.completed' ELSE 'invoice.created' END AS t
+    FROM generate_series(1, %d) g
+)`, events) + sql
 	logf("bulk-loading %d rows into processed_events of database grown (bodies: %s)", b.o.rows, b.o.growBody)
 	t0 := time.Now()
 	if err := b.exec(ctx, "grown", sql); err != nil {

@@ -346,8 +346,9 @@ func (r *report) render() string {
 	p("own processes only: the client (loadgen, from its own rusage over the window; pgbench), the server (receiver\n")
 	p("or snippet) and the benchmark's PostgreSQL cluster (its postmaster, found by the data directory's\n")
 	p("postmaster.pid, with every child it reaped, and its live descendants). \"Machine busy\" is the whole\n")
-	p("machine's use of its %d cores over the slots, \"others\" the part of it no process of the benchmark took.\n\n", ncpu)
-	p("| phase | side | deliveries | client µs | server µs | postgres µs | ours µs | machine busy | others |\n|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("machine's use of its %d cores over the slots, \"others\" the part of it no process of the benchmark took,\n", ncpu)
+	p("\"steal\" the time the hypervisor gave to other machines: both are noise the A/A control also sees.\n\n")
+	p("| phase | side | deliveries | client µs | server µs | postgres µs | ours µs | machine busy | others | steal |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, ph := range r.phases() {
 		for _, name := range sideOrder(ph.s) {
 			t := totals(ph.s[name])
@@ -356,8 +357,9 @@ func (r *report) render() string {
 			}
 			per := func(x float64) float64 { return x / float64(t.n) * 1e6 }
 			capacity := t.cpu.Wall * float64(ncpu)
-			p("| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f%% | %.0f%% |\n", ph.name, name, t.n, per(t.cpu.Client), per(t.cpu.Server),
-				per(t.cpu.Postgres), per(t.cpu.ours()), 100*t.cpu.Busy/capacity, 100*max(t.cpu.Busy-t.cpu.ours(), 0)/capacity)
+			p("| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f%% | %.0f%% | %.0f%% |\n", ph.name, name, t.n, per(t.cpu.Client), per(t.cpu.Server),
+				per(t.cpu.Postgres), per(t.cpu.ours()), 100*t.cpu.Busy/capacity, 100*max(t.cpu.Busy-t.cpu.ours(), 0)/capacity,
+				100*t.cpu.Steal/capacity)
 		}
 	}
 	p("\n")
@@ -397,17 +399,21 @@ func (r *report) render() string {
 		p("order), then starts the receiver with FULFILLMENT_URL at a fake API answering in %s,\n", stepsAPI)
 		p("REDRIVE_PARALLELISM=%d and REDRIVE_INTERVAL=1s. A drain ends when the API has seen every step's\n", r.o.redriveParallelism)
 		p("Idempotency-Key and every step row is done; its rate counts from the API's first call.\n\n")
-		p("| drain | steps/s | first call → all done | receiver start → first call | calls | distinct keys | repeated | most in flight | done | parked |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		p("Calls in flight on average are the calls times %s over the drain's time: N when the redriver keeps N calls\n", stepsAPI)
+		p("going all the time.\n\n")
+		p("| drain | steps/s | first call → all done | receiver start → first call | calls | distinct keys | repeated | in flight: most | on average | done | parked |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 		for i, d := range r.drains {
-			span, lead := "—", "—"
+			span, lead, mean := "—", "—", "—"
 			if !d.settled.IsZero() && !d.api.first.IsZero() {
-				span = d.settled.Sub(d.api.first).Round(10 * time.Millisecond).String()
+				el := d.settled.Sub(d.api.first)
+				span = el.Round(10 * time.Millisecond).String()
+				mean = fmt.Sprintf("%.1f", float64(d.api.calls)*stepsAPI.Seconds()/el.Seconds())
 			}
 			if !d.api.first.IsZero() {
 				lead = d.api.first.Sub(d.started).Round(10 * time.Millisecond).String()
 			}
-			p("| %d | %.1f | %s | %s | %d | %d | %d | %d | %d | %d |\n", i+1, d.rate(), span, lead, d.api.calls, d.api.distinct, d.api.repeated,
-				d.api.peak, d.done, d.parked)
+			p("| %d | %.1f | %s | %s | %d | %d | %d | %d | %s | %d | %d |\n", i+1, d.rate(), span, lead, d.api.calls, d.api.distinct, d.api.repeated,
+				d.api.peak, mean, d.done, d.parked)
 		}
 		p("\n")
 	}
