@@ -1,0 +1,142 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Job is one source's periodic reconciliation.
+type Job struct {
+	Source string
+	// Run reconciles once. It returns ErrBusy when another replica holds
+	// the source's lock.
+	Run func(ctx context.Context) (Tally, error)
+}
+
+// DefaultLookback is how far back a periodic Stripe job looks the first
+// time, when no run has left a cursor: catching up on older events is an
+// operator's decision (`server reconcile stripe --since`), since they may
+// predate the receiver.
+const DefaultLookback = time.Hour
+
+// DefaultSettle is how long a periodic job leaves recent events (or
+// Marketplace changes) to their delivery.
+const DefaultSettle = 2 * time.Minute
+
+// Job returns the periodic job of Stripe: Resume from the cursor of the
+// last run with o's filters, or from lookback ago (DefaultLookback when 0)
+// the first time, leaving events younger than o.Settle (DefaultSettle when
+// 0) to their delivery. Give it the types the receiver handles, so that
+// what it counts as missed is what the endpoint should have received.
+func (s *Stripe) Job(o StripeOptions, lookback time.Duration) Job {
+	if lookback <= 0 {
+		lookback = DefaultLookback
+	}
+	if o.Settle <= 0 {
+		o.Settle = DefaultSettle
+	}
+	o.Resume, o.Since, o.DryRun, o.Trigger = true, lookback, false, TriggerPeriodic
+	return Job{Source: SourceStripe, Run: func(ctx context.Context) (Tally, error) {
+		sum, err := s.Run(ctx, o)
+		if err == nil {
+			s.log().Info("reconcile stripe", "summary", sum.String())
+		}
+		return sum.Tally(), err
+	}}
+}
+
+// Job returns the periodic job of the Marketplace, leaving purchases GitHub
+// changed within o.Settle (DefaultSettle when 0) to their delivery.
+func (m *Marketplace) Job(o MarketplaceOptions) Job {
+	if o.Settle <= 0 {
+		o.Settle = DefaultSettle
+	}
+	o.DryRun, o.Trigger = false, TriggerPeriodic
+	return Job{Source: SourceMarketplace, Run: func(ctx context.Context) (Tally, error) {
+		sum, err := m.Run(ctx, o)
+		if err == nil {
+			m.log().Info("reconcile github marketplace", "summary", sum.String())
+			for _, f := range sum.Findings {
+				m.log().Warn("reconcile github marketplace: finding", "finding", f.String())
+			}
+		}
+		return sum.Tally(), err
+	}}
+}
+
+// Runner runs jobs every Interval (RECONCILE_INTERVAL), in every replica;
+// each job's lock makes one replica at a time do the work, and the others
+// count a "busy" run.
+type Runner struct {
+	Interval time.Duration
+	Jobs     []Job
+	Metrics  *Metrics     // nil: no metrics
+	Store    *Store       // nil: runs are not pruned
+	Log      *slog.Logger // nil: slog.Default()
+	// Retention is how long runs are kept in reconcile_runs; 0: 30 days.
+	Retention time.Duration
+}
+
+// Run runs the jobs until ctx is done, the first time after a random part
+// of the interval (so that replicas started together do not all try at
+// once), then every Interval. It returns nil when ctx is done.
+func (r *Runner) Run(ctx context.Context) error {
+	if r.Interval <= 0 || len(r.Jobs) == 0 {
+		return nil
+	}
+	first := time.Duration(rand.Int64N(int64(r.Interval)/4 + 1))
+	t := time.NewTimer(first)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		r.Once(ctx)
+		t.Reset(r.Interval)
+	}
+}
+
+// Once runs every job once, counting each run, and prunes old runs.
+func (r *Runner) Once(ctx context.Context) {
+	log := r.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	for _, j := range r.Jobs {
+		if ctx.Err() != nil {
+			return
+		}
+		t, err := j.Run(ctx)
+		result := "ok"
+		switch {
+		case errors.Is(err, ErrBusy):
+			result = "busy"
+			log.Info("reconcile: another replica is running it", "source", j.Source)
+		case err != nil && ctx.Err() != nil:
+			return // shutting down: not a failed run
+		case err != nil:
+			result = "error"
+			log.Error("reconcile", "source", j.Source, "error", err)
+		}
+		if r.Metrics != nil {
+			r.Metrics.Runs.WithLabelValues(j.Source, result).Inc()
+			if result != "busy" && t.Missed > 0 {
+				r.Metrics.Missed.WithLabelValues(j.Source).Add(float64(t.Missed))
+			}
+		}
+	}
+	if r.Store != nil {
+		keep := r.Retention
+		if keep <= 0 {
+			keep = 30 * 24 * time.Hour
+		}
+		if _, err := r.Store.PruneRuns(ctx, time.Now().Add(-keep)); err != nil {
+			log.Warn("reconcile: prune runs", "error", err)
+		}
+	}
+}

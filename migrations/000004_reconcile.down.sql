@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS reconcile_runs;
+DROP TABLE IF EXISTS reconcile_cursors;
