@@ -21,15 +21,18 @@ import (
 // poll or a metrics scrape leaves no trace, and while tracing is off it
 // costs one context lookup per call.
 //
-// Spans are named "<operation> <table>" ("INSERT processed_events",
-// "UPDATE orders"); the statement's text is recorded (its values are all
-// parameters), its parameters never: they carry customer data.
+// Spans are named after what pgx does and the statement, "<operation>
+// <table>" ("query UPDATE processed_events", "batch query INSERT orders",
+// "prepare SELECT processed_events"); the statement's text is recorded
+// (its values are all parameters), its parameters never: they carry
+// customer data.
 func Tracer() pgx.QueryTracer { return tracer }
 
 var tracer = gate{otelpgx.NewTracer(
 	otelpgx.WithTracerProvider(telemetry.Provider()),
 	otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()), // the receiver's metrics are Prometheus's
 	otelpgx.WithSpanNameCtxFunc(func(_ context.Context, sql string) string { return QueryName(sql) }),
+	otelpgx.WithQuerySpanNamePrefix(), // "query …", "batch query …", "prepare …": a prepare is not an execution
 )}
 
 // gate hands a call to otelpgx only when it runs inside a recording span.
@@ -136,8 +139,8 @@ func (g gate) TraceAcquireEnd(ctx context.Context, p *pgxpool.Pool, d pgxpool.Tr
 // "<operation> <table>": the first INSERT, UPDATE or DELETE it makes, even
 // inside a WITH ("WITH claim AS (INSERT INTO processed_events …) SELECT …"
 // is "INSERT processed_events"), or else its first word and the table it
-// first reads ("SELECT processed_events", "SELECT" for one that reads
-// none).
+// first reads ("SELECT processed_events"; "SELECT" for one that reads
+// none, or reads a function first).
 func QueryName(sql string) string {
 	words := sqlWords(sql)
 	first := ""
@@ -159,6 +162,9 @@ func QueryName(sql string) string {
 	if first == "SELECT" || first == "WITH" {
 		for i, w := range words {
 			if isKeyword(w, "FROM") && i+1 < len(words) && words[i+1] != "(" {
+				if i+2 < len(words) && words[i+2] == "(" {
+					break // a function: no table
+				}
 				return "SELECT " + table(words[i+1])
 			}
 		}

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // SVG writes spans (one trace) as a timeline, the way trace viewers draw
 // it: one row per span in tree order, a bar from its start to its end on
-// the root's time scale, its duration beside it; the receiver's own spans
-// in blue, HTTP in green, SQL in orange. notes are printed under it.
+// the root's time scale, its duration beside it; the receiver's own work
+// in blue, HTTP and SMTP (server and client spans) in green, PostgreSQL in
+// orange. notes are printed under it, one a line.
 func SVG(w io.Writer, title string, spans []sdktrace.ReadOnlySpan, notes ...string) error {
 	roots := forest(spans)
 	if len(roots) == 0 {
@@ -30,7 +32,7 @@ func SVG(w io.Writer, title string, spans []sdktrace.ReadOnlySpan, notes ...stri
 		labelW = 330.0
 		barW   = 560.0
 		rowH   = 20.0
-		top    = 46.0
+		top    = 62.0
 	)
 	var rows []string
 	n := 0
@@ -40,11 +42,11 @@ func SVG(w io.Writer, title string, spans []sdktrace.ReadOnlySpan, notes ...stri
 		x := labelW + barW*frac(s.StartTime().Sub(t0), total)
 		wd := max(barW*frac(s.EndTime().Sub(s.StartTime()), total), 1.5)
 		color := "#4e79a7" // the receiver's
-		switch scope := s.InstrumentationScope().Name; {
-		case strings.Contains(scope, "otelhttp"):
-			color = "#59a14f"
-		case strings.Contains(scope, "otelpgx"):
+		switch {
+		case strings.Contains(s.InstrumentationScope().Name, "otelpgx"):
 			color = "#f28e2b"
+		case s.SpanKind() == trace.SpanKindServer || s.SpanKind() == trace.SpanKindClient:
+			color = "#59a14f"
 		}
 		if n%2 == 0 {
 			rows = append(rows, fmt.Sprintf(`<rect x="0" y="%.1f" width="%.1f" height="%.1f" fill="#f6f6f6"/>`, y-14, labelW+barW+90, rowH))
@@ -61,6 +63,7 @@ func SVG(w io.Writer, title string, spans []sdktrace.ReadOnlySpan, notes ...stri
 		labelW+barW+100, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(&b, `<text x="8" y="18" font-size="14" font-weight="bold">%s</text>`+"\n", html.EscapeString(title))
+	fmt.Fprintf(&b, `<line x1="%.1f" y1="40" x2="%.1f" y2="40" stroke="#999"/>`+"\n", labelW, labelW+barW)
 	fmt.Fprintf(&b, `<text x="%.1f" y="36" fill="#555">0</text><text x="%.1f" y="36" fill="#555" text-anchor="end">%s</text>`+"\n",
 		labelW, labelW+barW, ms(total))
 	for _, r := range rows {
