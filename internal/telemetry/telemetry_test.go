@@ -4,12 +4,16 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
 
 	"github.com/paywebhooks/receiver/internal/telemetry"
 	"github.com/paywebhooks/receiver/internal/telemetry/telemetrytest"
@@ -146,8 +150,51 @@ func TestOffCostsNothing(t *testing.T) {
 	}
 }
 
+// exportTwoSpans sets tracing up from the environment, records two spans
+// and shuts tracing down.
+func exportTwoSpans(t *testing.T) {
+	t.Helper()
+	_, shutdown, err := telemetry.Setup(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !telemetry.Enabled() {
+		t.Fatal("tracing off with an OTLP endpoint set")
+	}
+	ctx, span := telemetry.Start(context.Background(), "webhook.process", trace.SpanKindInternal, telemetry.AttrSource.String("stripe"))
+	_, child := telemetry.Start(ctx, "webhook.transaction", trace.SpanKindInternal)
+	child.End()
+	span.End()
+	if err := shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if telemetry.Enabled() {
+		t.Error("tracing still on after shutdown")
+	}
+}
+
+// traceService is an OTLP/gRPC collector.
+type traceService struct {
+	coltracepb.UnimplementedTraceServiceServer
+	mu    sync.Mutex
+	names []string
+}
+
+func (s *traceService) Export(_ context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		for _, ss := range rs.ScopeSpans {
+			for _, sp := range ss.Spans {
+				s.names = append(s.names, sp.Name)
+			}
+		}
+	}
+	return &coltracepb.ExportTraceServiceResponse{}, nil
+}
+
 // TestSetup: configured by the environment, Setup exports spans with OTLP
-// over HTTP; its shutdown flushes them and turns tracing off again.
+// over HTTP or gRPC; its shutdown flushes them and turns tracing off again.
 func TestSetup(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	t.Run("Off", func(t *testing.T) {
@@ -164,32 +211,34 @@ func TestSetup(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	t.Run("OTLP", func(t *testing.T) {
+	t.Run("OTLPOverHTTP", func(t *testing.T) {
 		c := telemetrytest.NewCollector(t)
 		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", c.URL())
 		t.Setenv("OTEL_SERVICE_NAME", "receiver-under-test")
-		_, shutdown, err := telemetry.Setup(context.Background(), log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !telemetry.Enabled() {
-			t.Fatal("tracing off with OTEL_EXPORTER_OTLP_ENDPOINT set")
-		}
-		ctx, span := telemetry.Start(context.Background(), "webhook.process", trace.SpanKindInternal, telemetry.AttrSource.String("stripe"))
-		_, child := telemetry.Start(ctx, "webhook.transaction", trace.SpanKindInternal)
-		child.End()
-		span.End()
-		if err := shutdown(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if telemetry.Enabled() {
-			t.Error("tracing still on after shutdown")
-		}
+		exportTwoSpans(t)
 		var got []string
 		for _, s := range c.Spans() {
 			got = append(got, s.Name)
 		}
 		if diff := cmp.Diff([]string{"webhook.transaction", "webhook.process"}, got); diff != "" {
+			t.Errorf("spans exported (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("OTLPOverGRPC", func(t *testing.T) {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, svc := grpc.NewServer(), &traceService{}
+		coltracepb.RegisterTraceServiceServer(srv, svc)
+		go func() { _ = srv.Serve(lis) }()
+		t.Cleanup(srv.Stop)
+		t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+		t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+lis.Addr().String())
+		exportTwoSpans(t)
+		svc.mu.Lock()
+		defer svc.mu.Unlock()
+		if diff := cmp.Diff([]string{"webhook.transaction", "webhook.process"}, svc.names); diff != "" {
 			t.Errorf("spans exported (-want +got):\n%s", diff)
 		}
 	})
