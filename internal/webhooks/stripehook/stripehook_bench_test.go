@@ -104,12 +104,33 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
-// invoiceEvent is a new invoice.created event with fresh ids.
+// invoiceEvent is a new invoice.created event with fresh ids, the size and
+// shape of what Stripe sends (an invoice with its line items, ~5 KB).
 func invoiceEvent(n int64) []byte {
-	return fmt.Appendf(nil, `{"id": "evt_bench_%d_%d", "object": "event", "api_version": "2023-10-16", "created": 1764460800,
-"data": {"object": {"id": "in_bench_%d_%d", "object": "invoice", "status": "draft", "amount_due": 2000, "amount_paid": 0,
-"currency": "usd", "customer_email": "payer@example.com", "attempt_count": 0}},
-"livemode": false, "pending_webhooks": 1, "type": "invoice.created"}`, benchRun, n, benchRun, n)
+	b := fmt.Appendf(nil, `{"id": "evt_bench_%d_%d", "object": "event", "api_version": "2023-10-16", "created": 1764460800,
+"data": {"object": {"id": "in_bench_%d_%d", "object": "invoice", "account_country": "US", "account_name": "Bench Shop",
+"amount_due": 2000, "amount_paid": 0, "amount_remaining": 2000, "attempt_count": 0, "attempted": false,
+"auto_advance": true, "billing_reason": "subscription_cycle", "collection_method": "charge_automatically",
+"created": 1764460800, "currency": "usd", "customer": "cus_bench_%d", "customer_email": "payer@example.com",
+"customer_name": "Pat Payer", "customer_address": {"city": "Springfield", "country": "US", "line1": "742 Evergreen Terrace",
+"line2": null, "postal_code": "49007", "state": "OR"}, "customer_tax_exempt": "none", "default_payment_method": null,
+"description": null, "discount": null, "discounts": [], "due_date": null, "ending_balance": 0, "hosted_invoice_url": null,
+"invoice_pdf": null, "lines": {"object": "list", "data": [`, benchRun, n, benchRun, n, n)
+	for i := range 6 {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = fmt.Appendf(b, `{"id": "il_bench_%d_%d", "object": "line_item", "amount": 333, "currency": "usd",
+"description": "1 × Bench plan, line %d (at $3.33 / month)", "discount_amounts": [], "discountable": true, "discounts": [],
+"livemode": false, "metadata": {}, "period": {"end": 1767139200, "start": 1764460800}, "plan": {"id": "price_bench_%d",
+"object": "plan", "active": true, "amount": 333, "currency": "usd", "interval": "month", "interval_count": 1,
+"product": "prod_bench"}, "proration": false, "quantity": 1, "subscription": "sub_bench", "type": "subscription"}`, n, i, i, i)
+	}
+	return fmt.Appendf(b, `], "has_more": false, "total_count": 6, "url": "/v1/invoices/in_bench_%d/lines"},
+"livemode": false, "metadata": {}, "next_payment_attempt": 1764464400, "number": "BENCH-%d", "paid": false,
+"period_end": 1764460800, "period_start": 1761868800, "status": "draft", "subscription": "sub_bench", "subtotal": 2000,
+"tax": null, "total": 2000, "webhooks_delivered_at": null}}, "livemode": false, "pending_webhooks": 1,
+"request": {"id": null, "idempotency_key": null}, "type": "invoice.created"}`, n, n)
 }
 
 var benchRun = time.Now().UnixNano()
