@@ -126,10 +126,11 @@ func (g *globalTracer) Start(ctx context.Context, name string, opts ...trace.Spa
 var receiver = &globalTracer{name: ScopeName}
 
 // Start starts a span named name, a child of ctx's span, with attrs, when
-// tracing is on. When it is off, it returns ctx as it is and a span that
-// does nothing, allocating nothing; End it all the same.
+// tracing is on. When it is off, or ctx's span was not sampled (every
+// sampler Setup builds would drop its children too), it returns ctx as it
+// is and a span that does nothing, allocating nothing; End it all the same.
 func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	if !enabled.Load() {
+	if !Active(ctx) {
 		return ctx, noop.Span{}
 	}
 	return receiver.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(slices.Clone(attrs)...))
@@ -141,7 +142,7 @@ func Start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attri
 // ctx, the span is the root of a trace of its own, sampled when the linked
 // span was (see Setup's sampler).
 func StartLinked(ctx context.Context, name string, traceparents []string, attrs ...attribute.KeyValue) (context.Context, trace.Span) {
-	if !enabled.Load() {
+	if !Active(ctx) {
 		return ctx, noop.Span{}
 	}
 	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(slices.Clone(attrs)...)}
@@ -152,6 +153,16 @@ func StartLinked(ctx context.Context, name string, traceparents []string, attrs 
 		}
 	}
 	return receiver.Start(ctx, name, opts...)
+}
+
+// Active reports whether a span started in ctx would record: tracing is on
+// and ctx's span, if any, belongs to a sampled trace.
+func Active(ctx context.Context) bool {
+	if !enabled.Load() {
+		return false
+	}
+	sc := trace.SpanContextFromContext(ctx)
+	return !sc.IsValid() || sc.IsSampled()
 }
 
 // Annotate sets attrs on ctx's span (the request's, otelhttp's) when it

@@ -243,3 +243,28 @@ func TestSetup(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkOff is the instrumentation of one delivery (its spans, their
+// attributes, the stored trace context) with tracing off.
+func BenchmarkOff(b *testing.B) {
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		telemetry.Annotate(ctx, telemetry.AttrSource.String("stripe"))
+		_, verify := telemetry.Start(ctx, "webhook.verify", trace.SpanKindInternal, telemetry.AttrSource.String("stripe"))
+		verify.End()
+		telemetry.Annotate(ctx, telemetry.AttrEventID.String("evt_1"), telemetry.AttrEventType.String("checkout.session.completed"))
+		pctx, process := telemetry.Start(ctx, "webhook.process", trace.SpanKindInternal, telemetry.AttrSource.String("stripe"),
+			telemetry.AttrEventID.String("evt_1"), telemetry.AttrEventKey.String("evt_1"))
+		tctx, tx := telemetry.Start(pctx, "webhook.transaction", trace.SpanKindInternal)
+		_ = telemetry.Traceparent(tctx)
+		tx.End()
+		for range 2 {
+			_ = telemetry.Active(pctx)
+			_, smtp := telemetry.Start(pctx, "smtp.send", trace.SpanKindClient)
+			smtp.End()
+		}
+		process.End()
+		telemetry.Annotate(ctx, telemetry.AttrOutcome.String("processed"))
+	}
+}

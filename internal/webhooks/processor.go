@@ -448,7 +448,7 @@ func (p *Processor) stepOutcome(span trace.Span, step string, o StepOutcome, cau
 // Without a span in ctx (the redriver's), it is the root of a trace of its
 // own.
 func (p *Processor) stepSpan(ctx context.Context, ls leasedStep) (context.Context, trace.Span) {
-	if !telemetry.Enabled() {
+	if !telemetry.Active(ctx) {
 		return ctx, noop.Span{}
 	}
 	attrs := []attribute.KeyValue{telemetry.AttrSource.String(ls.Source), telemetry.AttrEventKey.String(ls.EventKey),

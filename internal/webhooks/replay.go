@@ -77,7 +77,7 @@ func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (res Re
 // transactions that planned the event's steps (their stored trace
 // context), so that the replay is found with the delivery.
 func (p *Processor) replaySpan(ctx context.Context, ev Event) (context.Context, trace.Span) {
-	if !telemetry.Enabled() {
+	if !telemetry.Active(ctx) {
 		return ctx, noop.Span{}
 	}
 	var links []string
