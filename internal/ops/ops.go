@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -39,7 +41,30 @@ type Filter struct {
 	State     webhooks.State
 	OlderThan time.Duration // received longer ago than this
 	Since     time.Duration // received within this long ago
-	Limit     int
+	From, To  time.Time     // received in [From, To); zero: unbounded
+	// Query is any id an operator holds, or a customer's email: the
+	// listing is the events it finds (see search.go).
+	Query string
+	// Specs are the providers whose orders a query looks up; nil: every
+	// provider of internal/providers.
+	Specs []webhooks.Spec
+	// After continues a listing after this event (keyset pagination): the
+	// events that follow it, older, in the listing's order.
+	After *Cursor
+	Limit int
+}
+
+// Cursor is a position in a listing: the last event of a page.
+type Cursor struct {
+	ReceivedAt time.Time
+	Key        string
+}
+
+// Page is one page of a listing and, when more follow, where the next
+// one starts.
+type Page struct {
+	Events []Summary
+	Next   *Cursor
 }
 
 // stateSQL derives an event's state from its claims (aliased p), worst
@@ -57,7 +82,7 @@ const summarySQL = `
 SELECT e.event_key, e.source, coalesce(e.event_type, ''), coalesce(e.event_id, e.event_key),
        coalesce(e.api_version, ''), coalesce(e.outcome, ''), coalesce(e.via, 'delivery'),
        s.state, s.steps, s.steps_done, e.claimed_at
-FROM processed_events e
+FROM %s
 CROSS JOIN LATERAL (
     SELECT ` + stateSQL + ` AS state,
            count(*) FILTER (WHERE p.kind = 'step') AS steps,
@@ -75,41 +100,93 @@ func scanSummary(r pgx.CollectableRow) (Summary, error) {
 	return s, err
 }
 
-// List returns stored events, newest first. A state filter starts from
-// the claims in that state (the parked index, the open-steps index), so it
-// stays fast however many done events there are.
+// List returns stored events, newest first (the first page of ListPage).
 func List(ctx context.Context, q webhooks.Querier, f Filter) ([]Summary, error) {
+	p, err := ListPage(ctx, q, f)
+	return p.Events, err
+}
+
+// ListPage returns a page of stored events, newest first, and where the
+// next page starts. Pages are keyset-paginated on (received, key), which
+// the received index (or, with a source, the source index) serves in
+// order, so page 1 000 costs what page 1 does. A state filter starts from
+// the claims in that state (the parked index, the open-steps index), and
+// a query from the rows it finds (search.go), so that neither walks the
+// done events however many there are.
+func ListPage(ctx context.Context, q webhooks.Querier, f Filter) (Page, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	where := `
-WHERE e.kind = 'event'
-  AND ($1 = '' OR e.source = $1)
-  AND ($2 = '' OR e.event_type = $2)
-  AND ($3 = 0 OR e.claimed_at < now() - $3 * interval '1 millisecond')
-  AND ($4 = 0 OR e.claimed_at >= now() - $4 * interval '1 millisecond')
-  AND ($5 = '' OR s.state = $5)`
-	switch f.State {
-	case webhooks.StateParked:
-		where += `
-  AND e.event_key IN (SELECT coalesce(parent_key, event_key) FROM processed_events WHERE status = 'parked')`
-	case webhooks.StateFailed, webhooks.StateInProgress:
-		where += `
-  AND e.event_key IN (SELECT parent_key FROM processed_events WHERE kind = 'step' AND status = 'in_progress')`
+	var b sqlBuilder
+	from := "processed_events e"
+	var with string
+	switch {
+	case strings.TrimSpace(f.Query) != "":
+		with = "WITH hit AS MATERIALIZED (" + searchSQL(&b, strings.TrimSpace(f.Query), f.Specs) + ")\n"
+	case f.State == webhooks.StateParked:
+		with = `WITH hit AS MATERIALIZED (
+    SELECT DISTINCT coalesce(parent_key, event_key) AS key FROM processed_events WHERE status = 'parked')
+`
+	case f.State == webhooks.StateFailed, f.State == webhooks.StateInProgress:
+		with = `WITH hit AS MATERIALIZED (
+    SELECT DISTINCT parent_key AS key FROM processed_events WHERE kind = 'step' AND status = 'in_progress')
+`
 	}
-	sql := summarySQL + where + `
+	if with != "" {
+		from = "hit JOIN processed_events e ON e.event_key = hit.key"
+	}
+	where := []string{"e.kind = 'event'"}
+	if f.Source != "" {
+		where = append(where, "e.source = "+b.arg(f.Source))
+	}
+	if f.Type != "" {
+		where = append(where, "e.event_type = "+b.arg(f.Type))
+	}
+	if f.OlderThan > 0 {
+		where = append(where, "e.claimed_at < now() - "+b.arg(f.OlderThan.Milliseconds())+" * interval '1 millisecond'")
+	}
+	if f.Since > 0 {
+		where = append(where, "e.claimed_at >= now() - "+b.arg(f.Since.Milliseconds())+" * interval '1 millisecond'")
+	}
+	if !f.From.IsZero() {
+		where = append(where, "e.claimed_at >= "+b.arg(f.From))
+	}
+	if !f.To.IsZero() {
+		where = append(where, "e.claimed_at < "+b.arg(f.To))
+	}
+	if f.After != nil {
+		where = append(where, "(e.claimed_at, e.event_key) < ("+b.arg(f.After.ReceivedAt)+"::timestamptz, "+
+			b.arg(f.After.Key)+"::text COLLATE \"C\")")
+	}
+	if f.State != "" {
+		where = append(where, "s.state = "+b.arg(string(f.State)))
+	}
+	sql := with + fmt.Sprintf(summarySQL, from) + "WHERE " + strings.Join(where, "\n  AND ") + `
 ORDER BY e.claimed_at DESC, e.event_key DESC
-LIMIT $6`
-	rows, err := q.Query(ctx, sql, f.Source, f.Type, f.OlderThan.Milliseconds(), f.Since.Milliseconds(),
-		string(f.State), f.Limit)
+LIMIT ` + b.arg(f.Limit+1)
+	rows, err := q.Query(ctx, sql, b.args...)
 	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
+		return Page{}, fmt.Errorf("list events: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, scanSummary)
+	events, err := pgx.CollectRows(rows, scanSummary)
 	if err != nil {
-		return nil, fmt.Errorf("list events: %w", err)
+		return Page{}, fmt.Errorf("list events: %w", err)
 	}
-	return out, nil
+	p := Page{Events: events}
+	if len(events) > f.Limit {
+		p.Events = events[:f.Limit]
+		last := p.Events[f.Limit-1]
+		p.Next = &Cursor{ReceivedAt: last.ReceivedAt, Key: last.Key}
+	}
+	return p, nil
+}
+
+// sqlBuilder numbers the arguments of a query built from optional parts.
+type sqlBuilder struct{ args []any }
+
+func (b *sqlBuilder) arg(v any) string {
+	b.args = append(b.args, v)
+	return "$" + strconv.Itoa(len(b.args))
 }
 
 // Claim is one row of processed_events, for operators.
@@ -125,7 +202,11 @@ type Claim struct {
 	ClaimedAt     *time.Time `json:"claimed_at,omitempty"` // nil when the lease was given back
 	CompletedAt   *time.Time `json:"completed_at,omitempty"`
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
-	Payload       []byte     `json:"-"`
+	// What the step's attempts send outside, the same on every attempt:
+	// a fulfillment call's Idempotency-Key, an email's Message-ID.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	MessageID      string `json:"message_id,omitempty"`
+	Payload        []byte `json:"-"`
 }
 
 // Detail is one event with its stored body and every claim.
@@ -143,7 +224,7 @@ var ErrNotFound = webhooks.ErrNotFound
 // event id where that differs), or an error matching ErrNotFound.
 func Show(ctx context.Context, q webhooks.Querier, key string) (Detail, error) {
 	var d Detail
-	rows, err := q.Query(ctx, summarySQL+`
+	rows, err := q.Query(ctx, fmt.Sprintf(summarySQL, "processed_events e")+`
 WHERE e.kind = 'event' AND (e.event_key = $1 OR (e.event_id = $1 AND e.event_id <> e.event_key))
 ORDER BY e.event_key = $1 DESC LIMIT 1`, key)
 	if err != nil {
@@ -171,6 +252,7 @@ ORDER BY kind, event_key`, d.Key)
 		var body []byte
 		err := r.Scan(&c.Key, &c.Kind, &c.Step, &c.StepKind, &c.Status, &c.Attempts, &c.ClaimToken, &c.LastError,
 			&c.ClaimedAt, &c.CompletedAt, &c.NextAttemptAt, &c.Payload, &body)
+		c.IdempotencyKey, c.MessageID = StepRefs(c, "")
 		if c.Kind == "event" {
 			d.Body = body
 			if c.Status == string(webhooks.StatusParked) {
