@@ -1,0 +1,268 @@
+// Package console is the operator console: a few server-rendered pages on
+// a listener of their own (ADMIN_ADDR), never on the public webhook
+// listener. It shows the receiver's health, finds events by any id an
+// operator holds, shows one event with every claim and the rows it wrote,
+// and runs the operator's actions (replay an event, replay what was parked
+// in a window, run a step now, reconcile a window), each with a preview
+// first.
+//
+// It holds no SQL and no claim logic of its own: queries and actions are
+// internal/ops', shared with the `server events` commands, and actions go
+// through the same processor and claims as a delivery.
+//
+// Security: every page needs ADMIN_TOKEN, as `Authorization: Bearer` or as
+// the session cookie that POST /login sets (HttpOnly, SameSite=Strict,
+// Secure over TLS); a state-changing request made with the cookie is a
+// POST carrying the page's CSRF token, or it is refused 403. Every answer
+// carries a strict Content-Security-Policy: the only script and style are
+// the console's own, from /assets/. Templates escape everything they
+// render, stored bodies included; no secret is ever rendered.
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/paywebhooks/receiver/internal/ops"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// Processor is what the console's actions need of the processor:
+// *webhooks.Processor.
+type Processor interface {
+	ops.Replayer
+	ops.StepRunner
+	Runnable(kind string, payload json.RawMessage) string
+}
+
+// Reconciler runs a reconciliation of one source over a window (the events
+// the provider created within it), the work of `server reconcile`. With
+// dryRun it writes nothing and reports what it would do: the action's
+// preview. The console shows the action only when one is configured.
+type Reconciler interface {
+	// Sources are the sources it can reconcile, as reconcile_runs names
+	// them ("stripe", "github_marketplace").
+	Sources() []string
+	Reconcile(ctx context.Context, source string, window time.Duration, dryRun bool, actor string) (ReconcileReport, error)
+}
+
+// ReconcileReport is what a reconciliation found and did.
+type ReconcileReport struct {
+	Summary string   // one paragraph, as the CLI prints it
+	Lines   []string // one line per event or finding
+}
+
+// Config is what the console is built from.
+type Config struct {
+	Token      string // ADMIN_TOKEN
+	DB         webhooks.Querier
+	Processor  Processor
+	Providers  map[string]webhooks.Provider // by source
+	Specs      []webhooks.Spec
+	Lease      time.Duration // LEASE_DURATION
+	MailDomain string        // for Message-IDs of steps planned without one
+	Gatherer   prometheus.Gatherer
+	Reconciler Reconciler // nil: no reconcile action
+	Log        *slog.Logger
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+}
+
+// Console serves the pages.
+type Console struct {
+	cfg      Config
+	auth     auth
+	pages    map[string]*template.Template
+	counters *counters
+	mux      *http.ServeMux
+}
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+//go:embed assets
+var assetFS embed.FS
+
+// New builds the console. It fails on an empty token: the console is never
+// served open.
+func New(cfg Config) (*Console, error) {
+	if len(cfg.Token) == 0 {
+		return nil, errors.New("console: no ADMIN_TOKEN")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+	}
+	c := &Console{cfg: cfg, auth: newAuth(cfg.Token), pages: map[string]*template.Template{}}
+	if cfg.Gatherer != nil {
+		c.counters = newCounters(cfg.Gatherer, cfg.Now)
+	}
+	for _, page := range []string{"login", "overview", "events", "event", "replay", "replayed", "step", "parked",
+		"reconcile", "error"} {
+		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
+		if err != nil {
+			return nil, err
+		}
+		c.pages[page] = t
+	}
+	c.routes()
+	return c, nil
+}
+
+// routes registers every route of the console, in one place.
+func (c *Console) routes() {
+	m := http.NewServeMux()
+	assets, _ := fs.Sub(assetFS, "assets")
+	m.Handle("GET /assets/", http.StripPrefix("/assets/", cacheAssets(http.FileServerFS(assets))))
+	m.HandleFunc("GET /login", c.loginPage)
+	m.HandleFunc("POST /login", c.login)
+	m.Handle("POST /logout", c.authed(c.logout))
+
+	m.Handle("GET /{$}", c.authed(c.overview))
+	m.Handle("GET /events", c.authed(c.events))
+	m.Handle("GET /events/{key}", c.authed(c.event))
+	m.Handle("GET /events/{key}/replay", c.authed(c.replayPreview))
+	m.Handle("POST /events/{key}/replay", c.authed(c.replay))
+	m.Handle("GET /events/{key}/steps/{step}/run", c.authed(c.stepPreview))
+	m.Handle("POST /events/{key}/steps/{step}/run", c.authed(c.stepRun))
+	m.Handle("GET /replay-parked", c.authed(c.parkedPreview))
+	m.Handle("POST /replay-parked", c.authed(c.parkedReplay))
+	m.Handle("GET /reconcile", c.authed(c.reconcilePage))
+	m.Handle("POST /reconcile", c.authed(c.reconcile))
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		c.fail(w, r, http.StatusNotFound, "No such page.", nil)
+	})
+	c.mux = m
+}
+
+// Run samples the receiver's counters every minute until ctx ends, so that
+// the overview can tell deliveries and rejections over the last hour.
+func (c *Console) Run(ctx context.Context) {
+	if c.counters == nil {
+		return
+	}
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		c.counters.sample()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// csp is the policy of every answer: nothing from outside, no inline
+// script or style, no framing, forms only to the console itself.
+const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// ServeHTTP implements http.Handler: every answer, errors and assets
+// included, carries the security headers.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h.Set("Content-Security-Policy", csp)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+	if !strings.HasPrefix(r.URL.Path, "/assets/") {
+		h.Set("Cache-Control", "no-store")
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+func cacheAssets(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "private, max-age=300")
+		h.ServeHTTP(w, r)
+	})
+}
+
+// actor names who runs an action in the logs: the console and the remote
+// address (one token, no user names).
+func actor(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "console " + host
+}
+
+// view is what every page template gets.
+type view struct {
+	Title   string
+	Nav     string // the section the page belongs to
+	CSRF    string // "" for scripts (bearer): no forms need it
+	Signed  bool   // signed in with the cookie (a sign-out button)
+	Now     time.Time
+	Data    any
+	Recon   bool // a reconciler is configured
+	Request *http.Request
+}
+
+// render writes a page with status.
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, page, title, nav string, data any) {
+	v := view{Title: title, Nav: nav, Now: c.cfg.Now(), Data: data, Recon: c.cfg.Reconciler != nil, Request: r}
+	if s, ok := sessionOf(r); ok {
+		v.Signed = true
+		v.CSRF = c.auth.csrfToken(s)
+	}
+	var buf strings.Builder
+	if err := c.pages[page].ExecuteTemplate(&buf, "layout", v); err != nil {
+		c.cfg.Log.ErrorContext(r.Context(), "console: render", "page", page, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(buf.String()))
+}
+
+// wantsJSON reports whether a script asked for JSON rather than a page.
+func wantsJSON(r *http.Request) bool {
+	a := r.Header.Get("Accept")
+	return strings.Contains(a, "application/json") && !strings.Contains(a, "text/html")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// errorView is the error page's data.
+type errorView struct {
+	Status  int
+	Message string
+}
+
+// fail answers an error: the message to the operator, the cause to the
+// log only (it may name internals).
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
+	if err != nil {
+		c.cfg.Log.ErrorContext(r.Context(), "console: "+msg, "path", r.URL.Path, "error", err)
+	}
+	if wantsJSON(r) {
+		writeJSON(w, status, map[string]string{"error": msg})
+		return
+	}
+	c.render(w, r, status, "error", http.StatusText(status), "", errorView{Status: status, Message: msg})
+}

@@ -1,0 +1,751 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/pgtest"
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// token is the test console's ADMIN_TOKEN.
+const token = "console-test-token-0123456789abcdef"
+
+// wantCSP is the policy every answer must carry.
+const wantCSP = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// console is a receiver with its console served by the test.
+type console struct {
+	*rt.Receiver
+	URL string
+}
+
+func newConsole(t *testing.T, opts ...rt.Option) *console {
+	t.Helper()
+	r := rt.New(t, append([]rt.Option{rt.Env("ADMIN_ADDR", "127.0.0.1:0"), rt.Env("ADMIN_TOKEN", token)}, opts...)...)
+	h := r.Server.ConsoleHandler()
+	if h == nil {
+		t.Fatal("no console handler with ADMIN_ADDR set")
+	}
+	ts := httptest.NewServer(h)
+	t.Cleanup(ts.Close)
+	return &console{Receiver: r, URL: ts.URL}
+}
+
+// page is one answer of the console.
+type page struct {
+	Status int
+	Header http.Header
+	Body   string
+}
+
+// client is a way of calling the console: none, a bearer token, or a
+// browser's cookie jar after signing in.
+type client struct {
+	c      *console
+	http   *http.Client
+	bearer string
+}
+
+func (c *console) anonymous() *client {
+	return &client{c: c, http: &http.Client{CheckRedirect: noRedirect}}
+}
+
+func (c *console) bearer(tok string) *client {
+	return &client{c: c, http: &http.Client{CheckRedirect: noRedirect}, bearer: tok}
+}
+
+// browser signs in with the form, as a person would, and keeps the cookie.
+func (c *console) browser(t *testing.T) *client {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	cl := &client{c: c, http: &http.Client{Jar: jar, CheckRedirect: noRedirect}}
+	res := cl.post(t, "/login", url.Values{"token": {token}, "next": {"/events"}}, nil)
+	if res.Status != http.StatusSeeOther || res.Header.Get("Location") != "/events" {
+		t.Fatalf("sign in: %d %s, body %s", res.Status, res.Header.Get("Location"), res.Body)
+	}
+	return cl
+}
+
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+func (cl *client) do(t *testing.T, req *http.Request) page {
+	t.Helper()
+	if cl.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+cl.bearer)
+	}
+	res, err := cl.http.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return page{Status: res.StatusCode, Header: res.Header, Body: string(b)}
+}
+
+func (cl *client) get(t *testing.T, path string) page {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, cl.c.URL+path, nil)
+	return cl.do(t, req)
+}
+
+func (cl *client) getJSON(t *testing.T, path string, v any) page {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, cl.c.URL+path, nil)
+	req.Header.Set("Accept", "application/json")
+	p := cl.do(t, req)
+	if p.Status == http.StatusOK {
+		if err := json.Unmarshal([]byte(p.Body), v); err != nil {
+			t.Fatalf("GET %s: not JSON: %v\n%s", path, err, p.Body)
+		}
+	}
+	return p
+}
+
+// post sends a form, with extra headers.
+func (cl *client) post(t *testing.T, path string, form url.Values, header http.Header) page {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, cl.c.URL+path, strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	return cl.do(t, req)
+}
+
+var csrfInput = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+// csrf is the CSRF token of the page at path, as its form carries it.
+func (cl *client) csrf(t *testing.T, path string) string {
+	t.Helper()
+	p := cl.get(t, path)
+	m := csrfInput.FindStringSubmatch(p.Body)
+	if p.Status != http.StatusOK || m == nil {
+		t.Fatalf("GET %s: %d, no CSRF token in\n%s", path, p.Status, p.Body)
+	}
+	return m[1]
+}
+
+func mustStatus(t *testing.T, what string, p page, want int) {
+	t.Helper()
+	if p.Status != want {
+		t.Fatalf("%s: status %d, want %d; body:\n%s", what, p.Status, want, p.Body)
+	}
+}
+
+func mustContain(t *testing.T, what string, p page, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(p.Body, w) {
+			t.Errorf("%s lacks %q; body:\n%s", what, w, p.Body)
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// Events the tests deliver.
+
+func checkout(id string) []byte {
+	return fmt.Appendf(nil, `{"id":"evt_%[1]s","object":"event","api_version":"2023-10-16","type":"checkout.session.completed",
+"data":{"object":{"id":"cs_%[1]s","object":"checkout.session","payment_status":"paid","amount_total":2500,"currency":"usd",
+"payment_intent":"pi_%[1]s","customer_details":{"email":"%[1]s@example.com","name":"Buyer %[1]s"}}}}`, id)
+}
+
+func invoiceEvent(id, typ, invoice, email string) []byte {
+	return fmt.Appendf(nil, `{"id":"evt_%[1]s","object":"event","api_version":"2023-10-16","type":"%[2]s",
+"data":{"object":{"id":"%[3]s","object":"invoice","status":"paid","amount_due":900,"amount_paid":900,"currency":"eur",
+"customer_email":"%[4]s","attempt_count":1}}}`, id, typ, invoice, email)
+}
+
+func purchase(guid string, account int) (body []byte, header http.Header) {
+	body = fmt.Appendf(nil, `{"action":"purchased","effective_date":"2026-01-05T00:00:00+00:00",
+"sender":{"login":"admin","id":501,"type":"User"},
+"marketplace_purchase":{"account":{"type":"Organization","id":%d,"login":"org%d","organization_billing_email":"billing%d@org.example"},
+"billing_cycle":"monthly","unit_count":1,"on_free_trial":false,
+"plan":{"id":7,"name":"Pro","monthly_price_in_cents":1500,"yearly_price_in_cents":15000,"price_model":"FLAT_RATE","has_free_trial":false,"unit_name":null}}}`,
+		account, account, account)
+	return body, http.Header{"X-Github-Event": {"marketplace_purchase"}, "X-Github-Delivery": {guid},
+		"X-Github-Hook-Id": {"77"}, "Content-Type": {"application/json"}}
+}
+
+func mustOK(t *testing.T, res rt.Response) {
+	t.Helper()
+	if res.Status != http.StatusOK {
+		t.Fatalf("delivery answered %d: %s", res.Status, res.Body)
+	}
+}
+
+// world delivers a small history: two done checkouts, an invoice created
+// then paid, a GitHub purchase, and a checkout whose fulfillment call the
+// API refuses (422), which parks that step.
+func world(t *testing.T, c *console) {
+	t.Helper()
+	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("done1"), nil))
+	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("done2"), nil))
+	mustOK(t, c.Deliver(t, stripehook.Spec, invoiceEvent("inv_created", "invoice.created", "in_777", "payer@example.com"), nil))
+	mustOK(t, c.Deliver(t, stripehook.Spec, invoiceEvent("inv_paid", "invoice.paid", "in_777", "payer@example.com"), nil))
+	body, h := purchase("6c1d2f7e-0000-4000-8000-00000000aaaa", 424242)
+	mustOK(t, c.Deliver(t, githubhook.Spec, body, h))
+	c.API.SetStatus(422)
+	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("bad"), nil))
+	c.API.SetStatus(0)
+}
+
+type listed struct {
+	Events []struct {
+		Key   string `json:"key"`
+		State string `json:"state"`
+	} `json:"events"`
+	Next string `json:"next"`
+}
+
+func (l listed) keys() []string {
+	var out []string
+	for _, e := range l.Events {
+		out = append(out, e.Key)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+
+// TestAuth: every page refuses a request without the token, with a wrong
+// bearer token or a forged cookie; the sign-in form sets a cookie that is
+// HttpOnly and SameSite=Strict; nothing rendered carries a secret.
+func TestAuth(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	paths := []string{"/", "/events", "/events?q=cs_bad", "/events/evt_bad", "/events/evt_bad/replay",
+		"/events/evt_bad/steps/fulfillment/run", "/replay-parked"}
+
+	t.Run("NoToken", func(t *testing.T) {
+		for _, p := range paths {
+			res := c.anonymous().get(t, p)
+			mustStatus(t, "GET "+p, res, http.StatusUnauthorized)
+			mustContain(t, "GET "+p, res, `name="token"`)
+			if got := res.Header.Get("WWW-Authenticate"); got != `Bearer realm="console"` {
+				t.Errorf("GET %s: WWW-Authenticate %q", p, got)
+			}
+			if strings.Contains(res.Body, "evt_bad") && p == "/events" {
+				t.Errorf("GET %s shows events to a stranger", p)
+			}
+		}
+		res := c.anonymous().post(t, "/events/evt_bad/replay", nil, nil)
+		mustStatus(t, "POST replay", res, http.StatusUnauthorized)
+	})
+	t.Run("WrongBearer", func(t *testing.T) {
+		for _, tok := range []string{"wrong", token + "x", token[:len(token)-1], strings.ToUpper(token)} {
+			mustStatus(t, "GET / with bearer "+tok, c.bearer(tok).get(t, "/"), http.StatusUnauthorized)
+		}
+	})
+	t.Run("Bearer", func(t *testing.T) {
+		for _, p := range paths {
+			mustStatus(t, "GET "+p, c.bearer(token).get(t, p), http.StatusOK)
+		}
+	})
+	t.Run("WrongLogin", func(t *testing.T) {
+		res := c.anonymous().post(t, "/login", url.Values{"token": {"not-the-token"}}, nil)
+		mustStatus(t, "POST /login", res, http.StatusUnauthorized)
+		mustContain(t, "POST /login", res, "That is not the console&#39;s token.")
+		if res.Header.Get("Set-Cookie") != "" {
+			t.Errorf("a wrong token got a cookie: %s", res.Header.Get("Set-Cookie"))
+		}
+	})
+	t.Run("Login", func(t *testing.T) {
+		res := c.anonymous().post(t, "/login", url.Values{"token": {token}, "next": {"//evil.example/"}}, nil)
+		mustStatus(t, "POST /login", res, http.StatusSeeOther)
+		if loc := res.Header.Get("Location"); loc != "/" {
+			t.Errorf("redirected to %q after sign-in, want / (a next of another host is refused)", loc)
+		}
+		ck := res.Header.Get("Set-Cookie")
+		for _, want := range []string{"console_session=", "Path=/", "HttpOnly", "SameSite=Strict", "Max-Age=43200"} {
+			if !strings.Contains(ck, want) {
+				t.Errorf("cookie %q lacks %s", ck, want)
+			}
+		}
+		if strings.Contains(ck, "Secure") {
+			t.Errorf("cookie %q is Secure over plain HTTP: the browser would drop it", ck)
+		}
+		if strings.Contains(ck, token) {
+			t.Errorf("the cookie carries the token: %q", ck)
+		}
+		b := c.browser(t)
+		mustStatus(t, "GET / signed in", b.get(t, "/"), http.StatusOK)
+	})
+	t.Run("ForgedCookie", func(t *testing.T) {
+		for _, v := range []string{"s1.99999999999.AAAA", "s1.99999999999", "", "x"} {
+			req, _ := http.NewRequest(http.MethodGet, c.URL+"/", nil)
+			req.AddCookie(&http.Cookie{Name: "console_session", Value: v})
+			mustStatus(t, "GET / with cookie "+v, c.anonymous().do(t, req), http.StatusUnauthorized)
+		}
+	})
+	t.Run("Logout", func(t *testing.T) {
+		b := c.browser(t)
+		res := b.post(t, "/logout", url.Values{"csrf": {b.csrf(t, "/")}}, nil)
+		mustStatus(t, "POST /logout", res, http.StatusSeeOther)
+		mustStatus(t, "GET / signed out", b.get(t, "/"), http.StatusUnauthorized)
+	})
+	t.Run("NoSecretRendered", func(t *testing.T) {
+		secrets := []string{token, rt.Secret(stripehook.Spec), rt.Secret(githubhook.Spec)}
+		b := c.browser(t)
+		for _, p := range append(paths, "/login", "/events?state=parked") {
+			res := b.get(t, p)
+			for _, s := range secrets {
+				if strings.Contains(res.Body, s) {
+					t.Errorf("GET %s renders a secret", p)
+				}
+			}
+		}
+	})
+}
+
+// TestCSRF: a state-changing request made with the cookie needs the
+// page's CSRF token (and, when the browser names one, the console's own
+// origin); refused, it changes nothing. Scripts with the bearer token need
+// none.
+func TestCSRF(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	b := c.browser(t)
+	fulfil := func() int { return c.API.CountByKey(fulfillment.IdempotencyKey("evt_bad/fulfillment")) }
+	before, calls := c.Steps(t, "evt_bad"), fulfil()
+	unchanged := func(t *testing.T) {
+		t.Helper()
+		if diff := cmp.Diff(before, c.Steps(t, "evt_bad")); diff != "" || fulfil() != calls {
+			t.Fatalf("a refused request changed the event (-before +after):\n%s; fulfillment calls %d → %d", diff, calls, fulfil())
+		}
+	}
+	csrf := b.csrf(t, "/events/evt_bad/replay")
+
+	t.Run("Missing", func(t *testing.T) {
+		res := b.post(t, "/events/evt_bad/replay", url.Values{}, nil)
+		mustStatus(t, "POST without CSRF", res, http.StatusForbidden)
+		mustContain(t, "POST without CSRF", res, "CSRF token is missing or wrong")
+		unchanged(t)
+	})
+	t.Run("Wrong", func(t *testing.T) {
+		mustStatus(t, "POST with a wrong CSRF", b.post(t, "/events/evt_bad/replay", url.Values{"csrf": {csrf + "x"}}, nil),
+			http.StatusForbidden)
+		unchanged(t)
+	})
+	t.Run("OtherOrigin", func(t *testing.T) {
+		res := b.post(t, "/events/evt_bad/replay", url.Values{"csrf": {csrf}}, http.Header{"Origin": {"http://evil.example"}})
+		mustStatus(t, "POST from another origin", res, http.StatusForbidden)
+		unchanged(t)
+	})
+	t.Run("GetChangesNothing", func(t *testing.T) {
+		mustStatus(t, "GET replay preview", b.get(t, "/events/evt_bad/replay"), http.StatusOK)
+		mustStatus(t, "GET step preview", b.get(t, "/events/evt_bad/steps/fulfillment/run"), http.StatusOK)
+		unchanged(t)
+	})
+	t.Run("OK", func(t *testing.T) {
+		res := b.post(t, "/events/evt_bad/replay", url.Values{"csrf": {csrf}}, http.Header{"Origin": {c.URL}})
+		mustStatus(t, "POST with the CSRF token", res, http.StatusOK)
+		mustContain(t, "replay result", res, `id="state-after">done<`)
+	})
+	t.Run("BearerNeedsNoCSRF", func(t *testing.T) {
+		res := c.bearer(token).post(t, "/events/evt_done1/replay", nil, nil)
+		mustStatus(t, "POST with the bearer token", res, http.StatusOK)
+		mustContain(t, "replay result", res, ">duplicate<", "No claim changed.")
+	})
+}
+
+// TestSecurityHeaders: every answer, pages, errors, refusals and assets,
+// carries the strict policy; pages are not cached.
+func TestSecurityHeaders(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	b := c.browser(t)
+	for _, p := range []struct {
+		cl   *client
+		path string
+		code int
+	}{
+		{c.anonymous(), "/", 401}, {c.anonymous(), "/login", 200}, {b, "/", 200}, {b, "/events", 200},
+		{b, "/events/evt_bad", 200}, {b, "/events/evt_nope", 404}, {b, "/nope", 404}, {b, "/events?state=stuck", 400},
+		{b, "/assets/console.css", 200}, {b, "/assets/console.js", 200}, {b, "/reconcile", 404},
+	} {
+		res := p.cl.get(t, p.path)
+		mustStatus(t, "GET "+p.path, res, p.code)
+		if got := res.Header.Get("Content-Security-Policy"); got != wantCSP {
+			t.Errorf("GET %s: CSP %q", p.path, got)
+		}
+		for k, want := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"} {
+			if got := res.Header.Get(k); got != want {
+				t.Errorf("GET %s: %s %q", p.path, k, got)
+			}
+		}
+		if !strings.HasPrefix(p.path, "/assets/") && res.Header.Get("Cache-Control") != "no-store" {
+			t.Errorf("GET %s: Cache-Control %q", p.path, res.Header.Get("Cache-Control"))
+		}
+		// No inline script or style: the policy would block them.
+		for _, bad := range []string{"<script>", "style=", "onclick=", "javascript:", "http://", "https://"} {
+			if strings.Contains(res.Body, bad) && !strings.HasPrefix(p.path, "/assets/") && !strings.Contains(p.path, "evt_") {
+				t.Errorf("GET %s contains %q", p.path, bad)
+			}
+		}
+	}
+}
+
+// TestEventsFilters: every filter, and search by each kind of id an
+// operator holds.
+func TestEventsFilters(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	all := []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa", "evt_bad", "evt_done1", "evt_done2", "evt_inv_created", "evt_inv_paid"}
+	cases := []struct {
+		name, query string
+		want        []string
+	}{
+		{"All", "", all},
+		{"Source", "source=github", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"Type", "type=invoice.paid", []string{"evt_inv_paid"}},
+		{"StateParked", "state=parked", []string{"evt_bad"}},
+		{"StateDone", "state=done", slices.DeleteFunc(slices.Clone(all), func(k string) bool { return k == "evt_bad" })},
+		{"StateFailed", "state=failed", nil},
+		{"Age", "age=1h", all},
+		{"RangeBefore", "to=2000-01-01T00:00", nil},
+		{"RangeNow", "from=" + time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04"), all},
+		{"SourceAndState", "source=stripe&state=parked", []string{"evt_bad"}},
+		{"SearchEventID", "q=evt_done2", []string{"evt_done2"}},
+		{"SearchGUID", "q=6c1d2f7e-0000-4000-8000-00000000aaaa", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"SearchStepKey", "q=evt_bad/fulfillment", []string{"evt_bad"}},
+		{"SearchCheckoutSession", "q=cs_bad", []string{"evt_bad"}},
+		{"SearchPaymentIntent", "q=pi_done1", []string{"evt_done1"}},
+		{"SearchEmail", "q=DONE2@example.com", []string{"evt_done2"}},
+		{"SearchInvoice", "q=in_777", []string{"evt_inv_created", "evt_inv_paid"}},
+		{"SearchInvoiceEmail", "q=payer@example.com", []string{"evt_inv_created", "evt_inv_paid"}},
+		{"SearchMarketplaceAccount", "q=account:424242", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"SearchBillingEmail", "q=billing424242@org.example", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"SearchNothing", "q=cs_nope", nil},
+		{"SearchAndFilter", "q=in_777&type=invoice.created", []string{"evt_inv_created"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var l listed
+			res := c.bearer(token).getJSON(t, "/events?"+tc.query, &l)
+			mustStatus(t, "GET /events?"+tc.query, res, http.StatusOK)
+			got := l.keys()
+			slices.Sort(got)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("GET /events?%s (-want +got):\n%s", tc.query, diff)
+			}
+		})
+	}
+	t.Run("Page", func(t *testing.T) {
+		res := c.bearer(token).get(t, "/events?q=cs_bad")
+		mustStatus(t, "search page", res, http.StatusOK)
+		mustContain(t, "search page", res, `href="/events/evt_bad"`, `class="badge parked"`, "checkout.session.completed")
+	})
+	t.Run("ErrBadFilter", func(t *testing.T) {
+		for _, q := range []string{"state=stuck", "source=paypal", "age=forever", "from=yesterday", "after=!!"} {
+			res := c.bearer(token).get(t, "/events?"+q)
+			mustStatus(t, "GET /events?"+q, res, http.StatusBadRequest)
+			mustContain(t, "GET /events?"+q, res, `class="problem"`)
+		}
+	})
+}
+
+// TestPagination: keyset pages walk every event once, newest first, ties
+// on the received time broken by key, whatever the page size; the HTML
+// page links to the next.
+func TestPagination(t *testing.T) {
+	c := newConsole(t)
+	ctx := context.Background()
+	// 137 events, many received at the very same instant.
+	if _, err := c.Pool.Exec(ctx, `
+INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at, event_id, event_type, body, outcome, via)
+SELECT format('evt_page_%s', lpad(g::text, 4, '0')), 'stripe', 'done', 'event',
+       timestamptz '2026-01-01 00:00:00+00' + (g / 10) * interval '1 second', now(),
+       format('evt_page_%s', lpad(g::text, 4, '0')), 'invoice.created', '{}', 'processed', 'delivery'
+FROM generate_series(1, 137) g`); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	rows, _ := c.Pool.Query(ctx, `SELECT event_key FROM processed_events WHERE kind = 'event' ORDER BY claimed_at DESC, event_key DESC`)
+	for rows.Next() {
+		var k string
+		_ = rows.Scan(&k)
+		want = append(want, k)
+	}
+	rows.Close()
+
+	for _, limit := range []int{1, 10, 50, 137, 500} {
+		t.Run(fmt.Sprintf("Limit%d", limit), func(t *testing.T) {
+			var got []string
+			next := fmt.Sprintf("/events?limit=%d", limit)
+			for pages := 0; next != ""; pages++ {
+				if pages > 200 {
+					t.Fatal("pagination does not end")
+				}
+				var l listed
+				mustStatus(t, "GET "+next, c.bearer(token).getJSON(t, next, &l), http.StatusOK)
+				if len(l.Events) > limit {
+					t.Fatalf("page of %d events, limit %d", len(l.Events), limit)
+				}
+				got = append(got, l.keys()...)
+				next = l.Next
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("pages (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("HTML", func(t *testing.T) {
+		res := c.bearer(token).get(t, "/events?limit=50&source=stripe")
+		m := regexp.MustCompile(`href="(/events\?[^"]*after=[^"]+)" id="next"`).FindStringSubmatch(res.Body)
+		if m == nil {
+			t.Fatalf("no next link:\n%s", res.Body)
+		}
+		next := strings.ReplaceAll(m[1], "&amp;", "&")
+		res = c.bearer(token).get(t, next)
+		mustStatus(t, "GET "+next, res, http.StatusOK)
+		mustContain(t, "second page", res, want[50], want[99], "⇤ Newest")
+		if strings.Contains(res.Body, ">"+want[49]+"<") {
+			t.Errorf("the second page repeats the first's last event")
+		}
+	})
+}
+
+// TestEventPage: the stored body pretty-printed and escaped, the API
+// version, the timeline with the Idempotency-Key and Message-ID of its
+// steps, the reason it was parked, and the order it wrote.
+func TestEventPage(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	hostile := []byte(`{"id":"evt_xss","object":"event","api_version":"2023-10-16","type":"checkout.session.completed",
+"data":{"object":{"id":"cs_xss","object":"checkout.session","payment_status":"paid","amount_total":100,"currency":"usd",
+"payment_intent":"pi_xss","customer_details":{"email":"xss@example.com","name":"<script>alert(1)</script><img src=x onerror=alert(2)>"}}}}`)
+	mustOK(t, c.Deliver(t, stripehook.Spec, hostile, nil))
+	b := c.browser(t)
+
+	t.Run("Parked", func(t *testing.T) {
+		res := b.get(t, "/events/evt_bad")
+		mustStatus(t, "event page", res, http.StatusOK)
+		mustContain(t, "event page",
+			res, `id="state">parked<`, `id="api-version">2023-10-16<`,
+			`Why step fulfillment was parked`, "422",
+			"fulfillment", fulfillment.IdempotencyKey("evt_bad/fulfillment"),
+			"email.confirmation", "Message-ID", "@example.test&gt;",
+			"cs_bad", "written by this event", "25.00 USD",
+			`&#34;payment_status&#34;: &#34;paid&#34;`, // pretty-printed, escaped
+			`/events/evt_bad/replay`)
+	})
+	t.Run("Escaped", func(t *testing.T) {
+		res := b.get(t, "/events/evt_xss")
+		mustStatus(t, "event page", res, http.StatusOK)
+		if strings.Contains(res.Body, "<script>alert") || strings.Contains(res.Body, "<img src=x") {
+			t.Fatalf("the stored body is rendered unescaped:\n%s", res.Body)
+		}
+		mustContain(t, "event page", res, `&lt;script&gt;alert(1)&lt;/script&gt;`)
+	})
+	t.Run("Invoice", func(t *testing.T) {
+		res := b.get(t, "/events/evt_inv_paid")
+		mustContain(t, "invoice event", res, "in_777", "9.00 EUR of 9.00 EUR", "written by this event")
+	})
+	t.Run("GitHubByGUID", func(t *testing.T) {
+		res := b.get(t, "/events/6c1d2f7e-0000-4000-8000-00000000aaaa")
+		mustStatus(t, "event by GUID", res, http.StatusOK)
+		mustContain(t, "event by GUID", res, "77:6c1d2f7e-0000-4000-8000-00000000aaaa", "account:424242", "github_marketplace")
+	})
+	t.Run("NotFound", func(t *testing.T) {
+		mustStatus(t, "missing event", b.get(t, "/events/evt_missing"), http.StatusNotFound)
+	})
+}
+
+// snapshot is everything a replay could change: the business rows, every
+// claim (status, attempts, error), the mail sent and the fulfillment calls.
+func snapshot(t *testing.T, c *console) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, s := range c.Snapshot(t) {
+		out[s] = "row"
+	}
+	rows, err := c.Pool.Query(context.Background(),
+		`SELECT event_key, format('%s %s %s', status, attempts, coalesce(last_error, '')) FROM processed_events`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k, v string
+		_ = rows.Scan(&k, &v)
+		out[k] = v
+	}
+	rows.Close()
+	out["mail"] = fmt.Sprint(len(c.SMTP.Messages()))
+	out["fulfillment calls"] = fmt.Sprint(len(c.API.Requests()))
+	return out
+}
+
+// TestReplay: replaying the parked event from the console, once its cause
+// is fixed, runs its parked step once (same Idempotency-Key), and changes
+// nothing else: no other claim, row, email or call.
+func TestReplay(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	b := c.browser(t)
+
+	preview := b.get(t, "/events/evt_bad/replay")
+	mustStatus(t, "preview", preview, http.StatusOK)
+	mustContain(t, "preview", preview, "Give back step <strong>fulfillment</strong>", "Leave step email.confirmation done")
+
+	before := snapshot(t, c)
+	res := b.post(t, "/events/evt_bad/replay", url.Values{"csrf": {b.csrf(t, "/events/evt_bad/replay")}}, nil)
+	mustStatus(t, "replay", res, http.StatusOK)
+	mustContain(t, "replay result", res, `id="outcome">processed<`, `id="state-after">done<`, "evt_bad/fulfillment")
+	after := snapshot(t, c)
+
+	want := map[string][2]string{
+		"evt_bad/fulfillment": {before["evt_bad/fulfillment"], "done 1 "},
+		"fulfillment calls":   {before["fulfillment calls"], fmt.Sprint(len(c.API.Requests()))},
+	}
+	if !strings.HasPrefix(before["evt_bad/fulfillment"], "parked ") {
+		t.Fatalf("the step was %q before the replay", before["evt_bad/fulfillment"])
+	}
+	for k := range after {
+		if w, ok := want[k]; ok {
+			if after[k] != w[1] {
+				t.Errorf("%s: %q after the replay, want %q", k, after[k], w[1])
+			}
+			continue
+		}
+		if before[k] != after[k] {
+			t.Errorf("the replay changed %s: %q → %q", k, before[k], after[k])
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("the replay added or removed rows: %d → %d", len(before), len(after))
+	}
+	key := fulfillment.IdempotencyKey("evt_bad/fulfillment")
+	if n := c.API.CountByKey(key); n != 2 { // the refused call, then the replay's
+		t.Errorf("fulfillment calls with the step's Idempotency-Key: %d, want 2", n)
+	}
+
+	t.Run("Again", func(t *testing.T) {
+		before := snapshot(t, c)
+		res := b.post(t, "/events/evt_bad/replay", url.Values{"csrf": {b.csrf(t, "/events/evt_bad/replay")}}, nil)
+		mustContain(t, "second replay", res, `id="outcome">duplicate<`, "No claim changed.")
+		if diff := cmp.Diff(before, snapshot(t, c)); diff != "" {
+			t.Errorf("a replay of finished work changed (-before +after):\n%s", diff)
+		}
+	})
+}
+
+// TestReplayParkedWindow: the batch action previews the parked events of
+// a window and replays each of them.
+func TestReplayParkedWindow(t *testing.T) {
+	c := newConsole(t)
+	c.API.SetStatus(422)
+	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("p1"), nil))
+	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("p2"), nil))
+	c.API.SetStatus(0)
+	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("fine"), nil))
+	b := c.browser(t)
+
+	preview := b.get(t, "/replay-parked?age=1h")
+	mustStatus(t, "preview", preview, http.StatusOK)
+	mustContain(t, "preview", preview, "2 parked events in this window", "evt_p1", "evt_p2", "Replay 2 events")
+	if strings.Contains(preview.Body, "evt_fine") {
+		t.Error("the preview lists an event that is not parked")
+	}
+	mustStatus(t, "empty window", b.post(t, "/replay-parked", url.Values{"csrf": {b.csrf(t, "/replay-parked?age=1h")}}, nil),
+		http.StatusBadRequest)
+	res := b.post(t, "/replay-parked", url.Values{"csrf": {b.csrf(t, "/replay-parked?age=1h")}, "age": {"1h"}}, nil)
+	mustStatus(t, "replay parked", res, http.StatusOK)
+	mustContain(t, "replay parked", res, "evt_p1", "evt_p2", `id="outcome">processed<`)
+	for _, k := range []string{"evt_p1", "evt_p2"} {
+		if got := c.Steps(t, k); !slices.Equal(got, []string{"email.confirmation=done", "fulfillment=done"}) {
+			t.Errorf("%s steps after the batch replay: %v", k, got)
+		}
+	}
+}
+
+// TestRunStep: a step whose call failed waits for the redriver; "run now"
+// runs it at once, ignoring its back-off.
+func TestRunStep(t *testing.T) {
+	c := newConsole(t, rt.Env("REDRIVE_INTERVAL", "1h"))
+	c.API.SetStatus(503)
+	res := c.Deliver(t, stripehook.Spec, checkout("slow"), nil)
+	if res.Status != http.StatusBadGateway {
+		t.Fatalf("delivery with the API down: %d %s", res.Status, res.Body)
+	}
+	c.API.SetStatus(0)
+	b := c.browser(t)
+	page := b.get(t, "/events/evt_slow")
+	mustContain(t, "event page", page, `id="state">failed<`, "/events/evt_slow/steps/fulfillment/run")
+	preview := b.get(t, "/events/evt_slow/steps/fulfillment/run")
+	mustContain(t, "preview", preview, "ignoring its back-off")
+	res2 := b.post(t, "/events/evt_slow/steps/fulfillment/run", url.Values{"csrf": {b.csrf(t, "/events/evt_slow/steps/fulfillment/run")}}, nil)
+	mustStatus(t, "run now", res2, http.StatusOK)
+	mustContain(t, "run now", res2, "The step ran.", `id="step-after">done<`)
+	if got := c.Steps(t, "evt_slow"); !slices.Equal(got, []string{"email.confirmation=done", "fulfillment=done"}) {
+		t.Errorf("steps after run now: %v", got)
+	}
+	t.Run("Done", func(t *testing.T) {
+		res := b.post(t, "/events/evt_slow/steps/fulfillment/run", url.Values{"csrf": {b.csrf(t, "/events/evt_slow")}}, nil)
+		mustContain(t, "run a done step", res, "The step did not run")
+	})
+	t.Run("Missing", func(t *testing.T) {
+		mustStatus(t, "missing step", b.get(t, "/events/evt_slow/steps/nope/run"), http.StatusNotFound)
+	})
+}
+
+// TestOverview: the health strip and the charts.
+func TestOverview(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	bad := c.Post(t, "/webhooks/stripe", http.Header{"Stripe-Signature": {"t=1,v1=00"}, "Content-Type": {"application/json"}}, checkout("forged"))
+	if bad.Status != http.StatusBadRequest {
+		t.Fatalf("forged delivery: %d", bad.Status)
+	}
+	b := c.browser(t)
+	res := b.get(t, "/")
+	mustStatus(t, "overview", res, http.StatusOK)
+	mustContain(t, "overview", res,
+		`id="parked"`, `<p class="big">1</p>`, // one parked event
+		`id="last-events"`, ">stripe<", ">github<",
+		"Rejections by reason", "stripe: ", // the forged delivery
+		`<svg class="chart"`, `class="s-processed"`, "processed 6", "parked 0") // the event was processed; its step parked
+	var v struct {
+		Health struct {
+			ParkedEvents int `json:"parked_events"`
+			LastEvents   []struct {
+				Source string `json:"source"`
+				Key    string `json:"key"`
+			} `json:"last_events"`
+		} `json:"health"`
+	}
+	c.bearer(token).getJSON(t, "/", &v)
+	if v.Health.ParkedEvents != 1 {
+		t.Errorf("parked events %d, want 1", v.Health.ParkedEvents)
+	}
+	want := []string{"stripe evt_bad", "github 77:6c1d2f7e-0000-4000-8000-00000000aaaa"}
+	var got []string
+	for _, l := range v.Health.LastEvents {
+		if l.Source == "stripe" || l.Source == "github" || l.Key != "" { // other providers: none stored
+			got = append(got, l.Source+" "+l.Key)
+		}
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("last events (-want +got):\n%s", diff)
+	}
+}
