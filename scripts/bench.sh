@@ -30,7 +30,7 @@ else
 	export BENCH_COMMAND="scripts/bench.sh${*:+ $*}"
 fi
 
-out=BENCHMARKS.md
+out=
 quick=false
 prev=
 for a in "$@"; do
@@ -42,9 +42,14 @@ for a in "$@"; do
 	case "$prev" in -out | --out) out=$a ;; esac
 	prev=$a
 done
+args=(-server "$bin/server" -loadgen "$bin/loadgen" -snippet "$bin/snippet")
+if [ -z "$out" ]; then
+	out=BENCHMARKS.md
+	args+=(-out "$out")
+fi
 
 rc=0
-"$bin/benchrun" -server "$bin/server" -loadgen "$bin/loadgen" -snippet "$bin/snippet" -out "$out" "$@" || rc=$?
+"$bin/benchrun" "${args[@]}" "$@" || rc=$?
 [ -f "$out" ] || exit "$rc"
 
 # Micro-benchmarks: signature verification and event decoding (not in a

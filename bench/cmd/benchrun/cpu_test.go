@@ -97,12 +97,15 @@ func TestProcTotalOfARealChild(t *testing.T) {
 	}
 	m := cpuMeter{proc: "/proc"}
 	before := m.procTotal(os.Getpid(), true)
-	cmd := exec.Command("sh", "-c", `end=$(($(date +%s) + 1)); while [ $(date +%s) -lt $end ]; do :; done`)
+	// A fixed amount of work, not of time: the machine may be busy.
+	start := time.Now()
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done`)
 	if err := cmd.Run(); err != nil {
 		t.Skip(err)
 	}
+	used := (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	after := m.procTotal(os.Getpid(), true)
-	if after-before < 0.1 {
-		t.Errorf("a child that spun for up to a second added %.2fs", after-before)
+	if got := after - before; got < used-0.05 || got > used+0.05+time.Since(start).Seconds() {
+		t.Errorf("a child that used %.2fs of CPU added %.2fs to its parent's reaped time", used, got)
 	}
 }

@@ -151,9 +151,10 @@ func TestDrainSeedsAndWaits(t *testing.T) {
 	if r.done != steps || st.distinct != steps || st.repeated != 0 || st.peak < 2 || st.peak > 6 || r.rate() <= 0 {
 		t.Fatalf("done %d, api %+v, rate %.1f", r.done, st, r.rate())
 	}
-	// 60 steps of 20 ms on 6 workers: about 0.2 s, so about 300/s.
-	if r.rate() < 60 || r.rate() > 400 {
-		t.Errorf("rate %.1f steps/s, want about 300", r.rate())
+	// 60 steps of 20 ms on 6 workers take at least 0.2 s: at most 300/s
+	// (and less on a busy machine).
+	if r.rate() > 330 {
+		t.Errorf("rate %.1f steps/s, more than 6 workers can do", r.rate())
 	}
 }
 
