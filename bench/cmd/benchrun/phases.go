@@ -78,7 +78,7 @@ func (b *bench) phase1(ctx context.Context) error {
 	}
 	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sSnip, snip, a), b.loadSide(sRecv2, recv, a)}
 	for _, p := range phase1Scripts {
-		if _, err := b.pgbench(ctx, "pgb", p.script, c, time.Second); err != nil {
+		if _, err := b.pgbench(ctx, "pgb", p.script, c, 2*time.Second); err != nil {
 			return err
 		}
 		sides = append(sides, side{p.side, func(ctx context.Context) (sample, error) {

@@ -300,15 +300,20 @@ func (b *bench) pgbench(ctx context.Context, dbname string, sc pgbench.Script, c
 	}
 	res := sample{pgbench: true, cpu: between(s0, s1)}
 	res.cpu.Client = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
-	m := tpsRe.FindSubmatch(out)
-	if m == nil {
-		return sample{}, fmt.Errorf("pgbench output has no tps:\n%s", out)
-	}
-	res.rate, _ = strconv.ParseFloat(string(m[1]), 64)
 	if mn := txnsRe.FindSubmatch(out); mn != nil {
 		res.n, _ = strconv.Atoi(string(mn[1]))
 		res.ok = res.n
 	}
+	m := tpsRe.FindSubmatch(out)
+	switch {
+	case m == nil && res.n == 0 && txnsRe.Match(out):
+		// Nothing committed in the run (a machine so busy that the
+		// connections took all of it): a slot of 0/s.
+		return res, nil
+	case m == nil:
+		return sample{}, fmt.Errorf("pgbench output has no tps:\n%s", out)
+	}
+	res.rate, _ = strconv.ParseFloat(string(m[1]), 64)
 	if ml := latRe.FindSubmatch(out); ml != nil {
 		res.lat.P50, _ = strconv.ParseFloat(string(ml[1]), 64)
 	}
