@@ -129,7 +129,7 @@ func deliver(t testing.TB, url string, body []byte, h http.Header) (int, string)
 func attr(s sdktrace.ReadOnlySpan, k attribute.Key) string {
 	for _, kv := range s.Attributes() {
 		if kv.Key == k {
-			return kv.Value.Emit()
+			return kv.Value.String()
 		}
 	}
 	return ""
@@ -190,7 +190,7 @@ func leaks(spans []sdktrace.ReadOnlySpan, secrets map[string]string) []string {
 		check(s, "its name", s.Name())
 		check(s, "its status", s.Status().Description)
 		for _, kv := range s.Attributes() {
-			check(s, string(kv.Key), kv.Value.Emit())
+			check(s, string(kv.Key), kv.Value.String())
 			if kv.Key == "pgx.query.parameters" {
 				out = append(out, s.Name()+": query parameters recorded")
 			}
@@ -198,7 +198,7 @@ func leaks(spans []sdktrace.ReadOnlySpan, secrets map[string]string) []string {
 		for _, e := range s.Events() {
 			check(s, "event "+e.Name, e.Name)
 			for _, kv := range e.Attributes {
-				check(s, "event "+e.Name+" "+string(kv.Key), kv.Value.Emit())
+				check(s, "event "+e.Name+" "+string(kv.Key), kv.Value.String())
 			}
 		}
 	}
