@@ -8,11 +8,14 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	cryptorand "crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,8 +51,19 @@ const (
 // pollEvery is how often conditions are polled.
 const pollEvery = 20 * time.Millisecond
 
-// serverBin is the receiver binary, built once by TestMain.
+// serverBin is the receiver binary, built once by TestMain, or the one
+// serverBinEnv names.
 var serverBin string
+
+// serverBinEnv names a receiver binary to run instead of building
+// ./cmd/server: another version of the receiver, to see what it does under
+// the same tests (the attacks of attacks_test.go against the receiver as it
+// was before them, for instance). Such a binary migrates a database of its
+// own: its schema may not be this checkout's.
+const serverBinEnv = "E2E_SERVER_BIN"
+
+// externalBin is set when serverBin comes from serverBinEnv.
+var externalBin bool
 
 func TestMain(m *testing.M) {
 	if os.Getenv(baselineEnv) != "" {
@@ -59,6 +73,20 @@ func TestMain(m *testing.M) {
 		if strings.HasPrefix(a, "-test.fuzzworker") {
 			os.Exit(m.Run()) // a fuzzing worker: fuzz targets need neither the binary nor a database
 		}
+	}
+	if bin := os.Getenv(serverBinEnv); bin != "" {
+		abs, err := filepath.Abs(bin)
+		if err == nil {
+			_, err = os.Stat(abs)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %s: %v\n", serverBinEnv, err)
+			os.Exit(1)
+		}
+		serverBin, externalBin = abs, true
+		fmt.Fprintf(os.Stderr, "e2e: running %s (from %s), not this checkout's receiver\n", abs, serverBinEnv)
+		pgtest.Main(m)
+		return
 	}
 	bin, err := buildServer()
 	if err != nil {
@@ -121,8 +149,89 @@ type world struct {
 // server and a real fulfillment API.
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	u := pgtest.NewDB(t)
+	u := newDatabase(t)
 	return &world{DBURL: u, DB: openPool(t, u), SMTP: mailtest.NewServer(t), API: fulfillmenttest.NewServer(t)}
+}
+
+// newDatabase returns the URL of a fresh database with the receiver's
+// schema, dropped when the test ends: a clone of pgtest's migrated template,
+// or, for a binary from serverBinEnv, an empty database that the binary
+// migrates itself (`server migrate up`).
+func newDatabase(t *testing.T) string {
+	t.Helper()
+	if !externalBin {
+		return pgtest.NewDB(t)
+	}
+	admin := pgtest.AdminURL(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var b [6]byte
+	_, _ = cryptorand.Read(b[:])
+	name := "e2e_ext_" + hex.EncodeToString(b[:])
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		t.Fatalf("create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		c, err := pgx.Connect(ctx, admin)
+		if err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+			return
+		}
+		defer c.Close(ctx)
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Errorf("drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	if r := runServerCmd(t, map[string]string{"DATABASE_URL": u.String()}, "migrate", "up"); r.Code != 0 {
+		t.Fatalf("%s migrate up: exit %d\n%s%s", serverBin, r.Code, r.Stdout, r.Stderr)
+	}
+	return u.String()
+}
+
+// cmdResult is what one run of an operator command printed and returned.
+type cmdResult struct {
+	Stdout, Stderr string
+	Code           int // the exit code; -1 when it did not exit by itself
+}
+
+// runServerCmd runs the server binary with args (an operator command:
+// migrate, events …) in an environment that holds env and nothing of the
+// receiver's configuration from the test's own, and waits at most a minute.
+func runServerCmd(t testing.TB, env map[string]string, args ...string) cmdResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, serverBin, args...)
+	for _, k := range []string{"PATH", "HOME", "TMPDIR", "LANG"} {
+		if v, ok := os.LookupEnv(k); ok {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	for k, v := range env {
+		cmd.Env = append(cmd.Env, k+"="+v)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	err := cmd.Run()
+	code := cmd.ProcessState.ExitCode()
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) {
+		t.Fatalf("run %s %s: %v", serverBin, strings.Join(args, " "), err)
+	}
+	return cmdResult{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
 }
 
 func openPool(t *testing.T, url string) *pgxpool.Pool {
