@@ -389,7 +389,7 @@ func TestSecurityHeaders(t *testing.T) {
 		if got := res.Header.Get("Content-Security-Policy"); got != wantCSP {
 			t.Errorf("GET %s: CSP %q", p.path, got)
 		}
-		for k, want := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer"} {
+		for k, want := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin"} {
 			if got := res.Header.Get(k); got != want {
 				t.Errorf("GET %s: %s %q", p.path, k, got)
 			}
