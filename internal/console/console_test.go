@@ -17,9 +17,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	consolepkg "github.com/paywebhooks/receiver/internal/console"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
 	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
@@ -747,5 +749,59 @@ func TestOverview(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("last events (-want +got):\n%s", diff)
+	}
+}
+
+// fakeReconciler records what it is asked.
+type fakeReconciler struct {
+	calls []string
+}
+
+func (f *fakeReconciler) Sources() []string { return []string{"stripe"} }
+
+func (f *fakeReconciler) Reconcile(_ context.Context, source string, window time.Duration, dryRun bool, actor string) (consolepkg.ReconcileReport, error) {
+	f.calls = append(f.calls, fmt.Sprintf("%s %s dry=%v %s", source, window, dryRun, strings.Fields(actor)[0]))
+	verb := "processed"
+	if dryRun {
+		verb = "would process"
+	}
+	return consolepkg.ReconcileReport{Summary: "found 3 events, 1 never delivered", Lines: []string{"evt_missed_1 " + verb}}, nil
+}
+
+// TestReconcileAction: shown only when a reconciler is configured; the
+// preview is a dry run, the POST runs it, with who asked.
+func TestReconcileAction(t *testing.T) {
+	r := rt.New(t)
+	provs, err := server.Providers(r.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := &fakeReconciler{}
+	con, err := consolepkg.New(consolepkg.Config{Token: token, DB: r.Pool, Processor: r.Server.Processor(), Providers: provs,
+		Specs: r.Config.Specs(), Lease: r.Config.LeaseDuration, Reconciler: fake})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(con)
+	t.Cleanup(ts.Close)
+	c := &console{Receiver: r, URL: ts.URL}
+	b := c.browser(t)
+
+	mustContain(t, "overview", b.get(t, "/"), `href="/reconcile"`)
+	form := b.get(t, "/reconcile")
+	mustStatus(t, "reconcile form", form, http.StatusOK)
+	if len(fake.calls) != 0 {
+		t.Fatalf("the form alone reconciled: %v", fake.calls)
+	}
+	preview := b.get(t, "/reconcile?source=stripe&window=24h")
+	mustContain(t, "preview", preview, "Preview (dry run)", "evt_missed_1 would process", "Reconcile stripe over 24h")
+	mustStatus(t, "unknown source", b.get(t, "/reconcile?source=paypal&window=24h"), http.StatusBadRequest)
+	res := b.post(t, "/reconcile", url.Values{"csrf": {b.csrf(t, "/reconcile")}, "source": {"stripe"}, "window": {"24h"}}, nil)
+	mustStatus(t, "reconcile", res, http.StatusOK)
+	mustContain(t, "reconcile", res, "Result", "evt_missed_1 processed")
+	mustStatus(t, "reconcile without CSRF", b.post(t, "/reconcile", url.Values{"source": {"stripe"}, "window": {"24h"}}, nil), http.StatusForbidden)
+	want := []string{"stripe 24h0m0s dry=true console", "stripe 24h0m0s dry=false console"}
+	if diff := cmp.Diff(want, fake.calls); diff != "" {
+		t.Errorf("reconciler calls (-want +got):\n%s", diff)
 	}
 }

@@ -129,4 +129,3 @@ func (c *counters) recent() recentCounts {
 	}
 	return r
 }
-
