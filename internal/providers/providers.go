@@ -7,6 +7,7 @@ package providers
 import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
+	"github.com/paywebhooks/receiver/internal/webhooks/paddlehook"
 	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
@@ -16,6 +17,7 @@ func All() []webhooks.Spec {
 	return []webhooks.Spec{
 		stripehook.Spec,
 		githubhook.Spec,
+		paddlehook.Spec,
 	}
 }
 

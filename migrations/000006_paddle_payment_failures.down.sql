@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS paddle_payment_failures;
