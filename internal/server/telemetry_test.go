@@ -31,7 +31,10 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
-var traceSVG = flag.String("trace-svg", "", "write the trace of TestTraceOfACheckout as an SVG timeline to this file")
+var (
+	traceSVG      = flag.String("trace-svg", "", "write the trace of TestTraceOfACheckout as an SVG timeline to this file")
+	tracingRounds = flag.Int("tracing-rounds", 1, "BenchmarkDeliveryTracing: rounds of its three modes, interleaved (off, 100 %, 1 %, off, …)")
+)
 
 // serve runs r's server as cmd/server does, on a listener of its own (the
 // public handler, traced, and the redriver), until the test ends. It
@@ -495,10 +498,11 @@ func processCPU() time.Duration {
 // trace, then 1 % of them, spans batched and exported with OTLP over HTTP
 // to a collector that reads and drops them. ns/op is wall time per
 // delivery with 8 in flight; cpu-ns/op the CPU this process spent per
-// delivery (everything but PostgreSQL). Run the three in one go, repeated
-// (-count repeats the three in turn):
+// delivery (everything but PostgreSQL). Run the three in one go, in
+// interleaved rounds so that the machine's other work weighs on each
+// alike (a second round of "off" is reported as "off#01"):
 //
-//	go test -run '^$' -bench DeliveryTracing -benchtime 2000x -count 6 ./internal/server
+//	go test -run '^$' -bench DeliveryTracing -benchtime 1000x -tracing-rounds 5 ./internal/server
 func BenchmarkDeliveryTracing(b *testing.B) {
 	r := rt.New(b, listen...)
 	url := serve(b, r)
@@ -522,7 +526,9 @@ func BenchmarkDeliveryTracing(b *testing.B) {
 		}
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	for _, mode := range []struct{ name, ratio string }{{"off", ""}, {"sampled=100%", "1"}, {"sampled=1%", "0.01"}} {
+	modes := []struct{ name, ratio string }{{"off", ""}, {"sampled=100%", "1"}, {"sampled=1%", "0.01"}}
+	for i := range *tracingRounds * len(modes) {
+		mode := modes[i%len(modes)]
 		b.Run(mode.name, func(b *testing.B) {
 			if mode.ratio != "" {
 				b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", sink.URL())
