@@ -3,6 +3,8 @@ package db
 import (
 	"context"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"unicode"
 
 	"github.com/exaring/otelpgx"
@@ -31,7 +33,7 @@ func Tracer() pgx.QueryTracer { return tracer }
 var tracer = gate{otelpgx.NewTracer(
 	otelpgx.WithTracerProvider(telemetry.Provider()),
 	otelpgx.WithMeterProvider(metricnoop.NewMeterProvider()), // the receiver's metrics are Prometheus's
-	otelpgx.WithSpanNameCtxFunc(func(_ context.Context, sql string) string { return QueryName(sql) }),
+	otelpgx.WithSpanNameCtxFunc(func(_ context.Context, sql string) string { return queryNames.name(sql) }),
 	otelpgx.WithQuerySpanNamePrefix(), // "query …", "batch query …", "prepare …": a prepare is not an execution
 	// The server's address, port, user and database on every statement's
 	// span cost a sixth of a sampled delivery's tracing, and say what the
@@ -137,6 +139,28 @@ func (g gate) TraceAcquireEnd(ctx context.Context, p *pgxpool.Pool, d pgxpool.Tr
 	if recording(ctx) {
 		g.t.TraceAcquireEnd(ctx, p, d)
 	}
+}
+
+// queryNames caches QueryName for the statements a process runs: a few
+// dozen constants, named once each rather than on every span. Past its
+// bound (a fork generating SQL), names are computed and not kept.
+var queryNames = nameCache{max: 1024}
+
+type nameCache struct {
+	max   int
+	n     atomic.Int64
+	names sync.Map // sql → name
+}
+
+func (c *nameCache) name(sql string) string {
+	if v, ok := c.names.Load(sql); ok {
+		return v.(string)
+	}
+	name := QueryName(sql)
+	if c.n.Add(1) <= int64(c.max) {
+		c.names.Store(sql, name)
+	}
+	return name
 }
 
 // QueryName names a statement as the database span conventions do,
