@@ -54,6 +54,7 @@ const usage = `usage:
   server migrate down N       roll back N migrations
   server migrate version      print the schema version
   server events ...           list, show, replay and prune events (server events for help)
+  server reconcile NAME ...   catch up on events the providers' deliveries missed (server reconcile for help)
 `
 
 // run is the whole program, with its inputs passed in so that tests can
@@ -67,6 +68,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return migrateCmd(args[1:], getenv, stdout, stderr)
 	case "events":
 		return eventsCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "reconcile":
+		return reconcileCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -168,12 +168,12 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 			l.fail(a.name, fmt.Sprintf("must be host:port or :port, got %q", a.value))
 		}
 	}
-	if c.MetricsAddr != "" && c.MetricsAddr == c.HTTPAddr {
+	if c.MetricsAddr != "" && c.MetricsAddr == c.HTTPAddr && !anyPort(c.MetricsAddr) {
 		l.fail("METRICS_ADDR", "must differ from HTTP_ADDR (unset it to serve /metrics on HTTP_ADDR)")
 	}
 	if c.AdminAddr != "" {
 		switch {
-		case c.AdminAddr == c.HTTPAddr || c.AdminAddr == c.MetricsAddr:
+		case !anyPort(c.AdminAddr) && (c.AdminAddr == c.HTTPAddr || c.AdminAddr == c.MetricsAddr):
 			l.fail("ADMIN_ADDR", "must differ from HTTP_ADDR and METRICS_ADDR: the console never shares the public listener")
 		case len(c.AdminToken) < 16:
 			l.fail("ADMIN_TOKEN", "must be set, at least 16 characters, when ADMIN_ADDR is set")
@@ -236,8 +236,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if c.MaxStepAttempts < 1 {
 		l.fail("MAX_STEP_ATTEMPTS", "must be at least 1")
 	}
-	if c.ReconcileInterval < 0 || (c.ReconcileInterval > 0 && c.ReconcileInterval < time.Minute) {
-		l.fail("RECONCILE_INTERVAL", "must be at least 1m (or unset: no periodic reconciliation)")
+	if c.ReconcileInterval < 0 || (c.ReconcileInterval > 0 && c.ReconcileInterval < time.Second) {
+		l.fail("RECONCILE_INTERVAL", "must be at least 1s (or unset: no periodic reconciliation)")
 	}
 	if c.ShutdownTimeout <= 0 {
 		l.fail("SHUTDOWN_TIMEOUT", "must be positive")
@@ -249,6 +249,13 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", errors.Join(l.errs...))
 	}
 	return c, nil
+}
+
+// anyPort reports whether addr asks for any free port (":0"): two such
+// listeners get two ports.
+func anyPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port == "0"
 }
 
 // MailDomain is the domain of MAIL_FROM, used on the right of Message-IDs.

@@ -21,7 +21,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		Runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhook_reconcile_runs_total",
-			Help: "Periodic reconciliation runs by source and result (ok, error, busy: another replica held the lock).",
+			Help: "Periodic reconciliation runs by source and result (ok, error, busy: another replica held the lock, recent: another replica ran it less than an interval ago).",
 		}, []string{"source", "result"}),
 		Missed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhook_reconcile_missed_total",

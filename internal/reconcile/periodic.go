@@ -111,6 +111,17 @@ func (r *Runner) Once(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		// Every replica runs the jobs every Interval: a job another replica
+		// started less than an interval ago is not run again, so a source
+		// is reconciled once per interval, not once per replica.
+		if r.Store != nil {
+			if last, ok, err := r.Store.LastStarted(ctx, j.Source, TriggerPeriodic); err == nil && ok && time.Since(last) < r.Interval*9/10 {
+				if r.Metrics != nil {
+					r.Metrics.Runs.WithLabelValues(j.Source, "recent").Inc()
+				}
+				continue
+			}
+		}
 		t, err := j.Run(ctx)
 		result := "ok"
 		switch {

@@ -110,6 +110,21 @@ func (s *Store) StartRun(ctx context.Context, source, trigger string) (int64, er
 	return id, nil
 }
 
+// LastStarted is when the last run of source triggered by trigger began
+// (ok is false when there is none).
+func (s *Store) LastStarted(ctx context.Context, source, trigger string) (at time.Time, ok bool, err error) {
+	err = s.pool.QueryRow(ctx, `
+SELECT started_at FROM reconcile_runs WHERE source = $1 AND triggered_by = $2 ORDER BY started_at DESC LIMIT 1`,
+		source, trigger).Scan(&at)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("last %s run: %w", source, err)
+	}
+	return at, true, nil
+}
+
 const finishRunSQL = `
 UPDATE reconcile_runs
 SET finished_at = now(), result = $2, found = $3, missed = $4, unresolved = $5, summary = $6, error = NULLIF($7, '')

@@ -24,6 +24,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -45,6 +46,8 @@ type Server struct {
 	// background runs beside the server until it stops (the redriver, the
 	// periodic reconciler).
 	background []func(ctx context.Context)
+	// reconcilers are the configured catch-up capabilities, by name.
+	reconcilers map[string]reconcile.Instance
 	// closers run when the server closes, after the pool's last use
 	// (flushing traces).
 	closers []func(context.Context) error
@@ -175,6 +178,10 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	if err := s.setupReconcile(provs); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if cfg.AdminAddr != "" {
 		if err := s.setupConsole(provs); err != nil {
 			pool.Close()

@@ -63,6 +63,7 @@ var Spec = webhooks.Spec{
 			return nil
 		},
 	},
+	Vars:             []webhooks.Var{appID, appKey, apiURL},
 	SignatureHeaders: []string{HeaderSignature256, HeaderSignatureSHA1},
 	Types:            []string{"ping", "marketplace_purchase", "sponsorship"},
 	// GitHub signs no timestamp: a captured delivery stays valid for ever,

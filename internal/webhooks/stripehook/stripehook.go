@@ -48,6 +48,7 @@ var Spec = webhooks.Spec{
 		},
 		Mask: func(string) string { return "whsec_****" },
 	},
+	Vars:             []webhooks.Var{apiKey, apiBase},
 	SignatureHeaders: []string{"Stripe-Signature"},
 	Types:            handledTypes,
 	APIVersion:       stripe.APIVersion,

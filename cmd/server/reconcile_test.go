@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/paywebhooks/receiver/internal/githubapitest"
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/stripeapitest"
+	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
+)
+
+const testStripeKey = "rk_test_reconcile_0123456789"
+
+func checkoutObject(id, email string, amount int) map[string]any {
+	return map[string]any{"id": id, "object": "checkout.session", "payment_status": "paid", "amount_total": amount,
+		"currency": "usd", "payment_intent": "pi_" + id, "customer_details": map[string]any{"email": email}}
+}
+
+// TestReconcileStripeAfterOutage: the receiver was down for ten minutes;
+// the events Stripe created meanwhile are found and processed exactly as
+// deliveries would have been, once each, and a second run changes nothing.
+func TestReconcileStripeAfterOutage(t *testing.T) {
+	r := rt.New(t)
+	api := stripeapitest.New(t, testStripeKey)
+	now := time.Now().Truncate(time.Second)
+	before := api.Add("checkout.session.completed", now.Add(-30*time.Minute), checkoutObject("cs_before", "a@example.com", 1000), true)
+	if res := r.Deliver(t, stripehook.Spec, before.Raw, nil); res.Status != 200 {
+		t.Fatalf("delivery before the outage: %d %s", res.Status, res.Body)
+	}
+	// The outage: three events created while the receiver was stopped.
+	api.Add("checkout.session.completed", now.Add(-14*time.Minute), checkoutObject("cs_down1", "b@example.com", 2000), false)
+	api.Add("invoice.paid", now.Add(-12*time.Minute), map[string]any{"id": "in_down", "object": "invoice", "amount_due": 500,
+		"amount_paid": 500, "currency": "usd", "customer_email": "c@example.com"}, false)
+	api.Add("checkout.session.completed", now.Add(-6*time.Minute), checkoutObject("cs_down2", "d@example.com", 3000), false)
+	env := map[string]string{
+		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
+		"MAIL_FROM": r.Config.MailFrom, "STRIPE_API_KEY": testStripeKey, "STRIPE_API_BASE": api.URL,
+	}
+	reconcileRun := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"reconcile", "stripe"}, args...), getenv(env), &out, &errOut)
+		t.Logf("server reconcile stripe %s:\n%s%s", strings.Join(args, " "), out.String(), errOut.String())
+		return out.String(), err
+	}
+	emails, calls := len(r.SMTP.Messages()), len(r.API.Requests())
+	snapshot := r.Snapshot(t)
+
+	out, err := reconcileRun("--since", "1h", "--dry-run")
+	if err != nil || !strings.Contains(out, "3 would be processed") {
+		t.Fatalf("dry run: %q, %v", out, err)
+	}
+	if diff := cmp.Diff(snapshot, r.Snapshot(t)); diff != "" || len(r.SMTP.Messages()) != emails {
+		t.Fatalf("a dry run wrote or sent something:\n%s", diff)
+	}
+
+	out, err = reconcileRun("--since", "1h")
+	if err != nil || !strings.Contains(out, "4 found, 1 already known, 3 processed") {
+		t.Fatalf("run: %q, %v", out, err)
+	}
+	if got := len(r.SMTP.Messages()) - emails; got != 3 {
+		t.Errorf("emails sent by the run = %d, want 3 (two confirmations, one receipt)", got)
+	}
+	if got := len(r.API.Requests()) - calls; got != 2 {
+		t.Errorf("fulfillment calls by the run = %d, want 2", got)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE kind = 'event' AND via = 'reconcile'`); n != 3 {
+		t.Errorf("events recorded as reconciled = %d, want 3", n)
+	}
+	after := r.Snapshot(t)
+
+	out, err = reconcileRun("--resume")
+	if err != nil || !strings.Contains(out, "0 found") {
+		t.Fatalf("second run: %q, %v", out, err)
+	}
+	out, err = reconcileRun("--since", "1h")
+	if err != nil || !strings.Contains(out, "4 found, 4 already known, 0 processed") {
+		t.Fatalf("third run: %q, %v", out, err)
+	}
+	if diff := cmp.Diff(after, r.Snapshot(t)); diff != "" {
+		t.Fatalf("a second run changed the state:\n%s", diff)
+	}
+	if len(r.SMTP.Messages())-emails != 3 || len(r.API.Requests())-calls != 2 {
+		t.Fatal("a second run sent something again")
+	}
+}
+
+// TestReconcileUsage: the flags a reconciler does not take, and runs
+// without their configuration, are refused.
+func TestReconcileUsage(t *testing.T) {
+	r := rt.New(t)
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{[]string{"nope"}, nil, "unknown reconciliation"},
+		{[]string{"stripe", "--since", "1h", "--resume"}, nil, "cannot be used together"},
+		{[]string{"github-marketplace", "--since", "1h"}, nil, "flag provided but not defined"},
+		{[]string{"stripe", "--dry-run"}, map[string]string{}, "STRIPE_API_KEY is unset"},
+		{[]string{"github-marketplace", "--dry-run"}, map[string]string{}, "GITHUB_APP_ID and GITHUB_APP_PRIVATE_KEY must be set"},
+		{[]string{"stripe"}, map[string]string{"STRIPE_API_KEY": testStripeKey}, "SMTP_ADDR is unset"},
+	} {
+		env := map[string]string{"DATABASE_URL": r.Config.DatabaseURL}
+		for k, v := range c.env {
+			env[k] = v
+		}
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"reconcile"}, c.args...), getenv(env), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error()+errOut.String(), c.want) {
+			t.Errorf("reconcile %v: %v %q; want %q", c.args, err, errOut.String(), c.want)
+		}
+	}
+}
+
+// TestReconcileMarketplace: one account GitHub lists with no order (a
+// lost purchase) and one paid order GitHub no longer lists: the first is
+// corrected through the GitHub provider (order, welcome email, fulfillment
+// call, once), the second is reported, not guessed.
+func TestReconcileMarketplace(t *testing.T) {
+	r := rt.New(t)
+	gh := githubapitest.New(t, 4242)
+	gh.AddPlan(githubapitest.Plan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
+	gh.Subscribe(7, githubapitest.Account{ID: 101, Login: "listed-no-order", Type: "Organization",
+		OrganizationBillingEmail: "billing@listed.example", BillingCycle: "monthly", UnitCount: 1})
+	if _, err := r.Pool.Exec(context.Background(), `
+INSERT INTO orders (source, provider_event_id, external_id, status, amount_cents, currency, customer_email, plan)
+VALUES ('github_marketplace', 'guid-stale', 'account:202', 'paid', 1500, 'usd', 'stale@example.com', '7:Pro')`); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
+		"MAIL_FROM": r.Config.MailFrom, "GITHUB_APP_ID": "4242", "GITHUB_APP_PRIVATE_KEY": string(gh.PrivateKeyPEM()),
+		"GITHUB_API_URL": gh.URL,
+	}
+	reconcileRun := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"reconcile", "github-marketplace"}, args...), getenv(env), &out, &errOut)
+		t.Logf("server reconcile github-marketplace %s:\n%s%s", strings.Join(args, " "), out.String(), errOut.String())
+		return out.String(), err
+	}
+	out, err := reconcileRun("--dry-run")
+	if err != nil || !strings.Contains(out, "missing_order") || !strings.Contains(out, "paid_not_listed") {
+		t.Fatalf("dry run: %q, %v", out, err)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'account:101'`); n != 0 {
+		t.Fatal("a dry run corrected something")
+	}
+	if _, err := reconcileRun(); err != nil {
+		t.Logf("run: %v (findings that cannot be corrected are reported)", err)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'account:101' AND status = 'paid'`); n != 1 {
+		t.Fatal("the listed account got no paid order")
+	}
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'account:202' AND status = 'paid'`); n != 1 {
+		t.Fatal("the stale order was changed; it must only be reported")
+	}
+	emails, calls := len(r.SMTP.Messages()), len(r.API.Requests())
+	if emails != 1 || calls != 1 {
+		t.Fatalf("emails %d, fulfillment calls %d after the correction, want 1 and 1", emails, calls)
+	}
+	_, _ = reconcileRun()
+	if len(r.SMTP.Messages()) != emails || len(r.API.Requests()) != calls {
+		t.Fatal("a second run sent something again")
+	}
+}

@@ -1,0 +1,131 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// Reconciler is a provider's catch-up capability, offered by its package
+// and registered in internal/providers beside its Spec: the command
+// `server reconcile <Name>`, a job of the periodic reconciler, the
+// console's action.
+type Reconciler struct {
+	// Name is the command's: `server reconcile <Name>`.
+	Name string
+	// Source is the Spec.Source of the provider whose events it catches up on.
+	Source string
+	// Flags are the flags it takes besides --dry-run, of "since", "resume",
+	// "types" and "failed-only".
+	Flags []string
+	// Unconfigured says which of the provider's variables it lacks (its API
+	// key), or "" when it can run. env reads the provider's variables.
+	Unconfigured func(env func(string) string) string
+	// New builds it.
+	New func(Env) (Instance, error)
+}
+
+// Takes reports whether the reconciler takes the flag.
+func (r Reconciler) Takes(flag string) bool {
+	for _, f := range r.Flags {
+		if f == flag {
+			return true
+		}
+	}
+	return false
+}
+
+// Env is what a reconciler is built from.
+type Env struct {
+	Settings  webhooks.Settings // the provider's configuration
+	Provider  webhooks.Provider // the provider deliveries go through
+	Processor Processor
+	Pool      *pgxpool.Pool
+	Log       *slog.Logger
+}
+
+// Options are the options of one run, from the command line or the
+// console; a reconciler uses those its Flags name.
+type Options struct {
+	Since      time.Duration
+	Resume     bool
+	Types      []string
+	FailedOnly bool
+	DryRun     bool
+	// Trigger is recorded with the run: TriggerCLI by default.
+	Trigger string
+	// Out, when set, receives a line per event or finding, and progress on
+	// long runs.
+	Out io.Writer
+}
+
+// Summary is what a run found and did.
+type Summary interface {
+	String() string
+	// Missed counts what the run found that had never been delivered.
+	Missed() int
+}
+
+// Instance runs reconciliations.
+type Instance interface {
+	Run(ctx context.Context, o Options) (Summary, error)
+	// Job is its periodic job (RECONCILE_INTERVAL).
+	Job() Job
+}
+
+// StripeInstance is the Instance of a Stripe reconciliation, with the
+// event types the periodic job lists (those the provider acts on).
+type StripeInstance struct {
+	*Stripe
+	PeriodicTypes []string
+}
+
+// Run implements Instance.
+func (s StripeInstance) Run(ctx context.Context, o Options) (Summary, error) {
+	so := StripeOptions{Since: o.Since, Resume: o.Resume, Types: o.Types, FailedOnly: o.FailedOnly, DryRun: o.DryRun,
+		Trigger: o.Trigger}
+	if o.Out != nil {
+		so.OnEvent = func(r EventReport) {
+			if o.DryRun || r.Disposition != DispKnown {
+				line := fmt.Sprintf("%s %s %s %s", r.Created.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
+				if r.Err != nil {
+					line += ": " + r.Err.Error()
+				}
+				fmt.Fprintln(o.Out, line)
+			}
+		}
+		so.Progress = func(sum StripeSummary) {
+			if sum.Found > 0 && sum.Found%100 == 0 {
+				fmt.Fprintf(o.Out, "… %s\n", sum)
+			}
+		}
+	}
+	sum, err := s.Stripe.Run(ctx, so)
+	return sum, err
+}
+
+// Job implements Instance.
+func (s StripeInstance) Job() Job { return s.Stripe.Job(StripeOptions{Types: s.PeriodicTypes}, 0) }
+
+// MarketplaceInstance is the Instance of a GitHub Marketplace
+// reconciliation.
+type MarketplaceInstance struct{ *Marketplace }
+
+// Run implements Instance.
+func (m MarketplaceInstance) Run(ctx context.Context, o Options) (Summary, error) {
+	mo := MarketplaceOptions{DryRun: o.DryRun, Trigger: o.Trigger}
+	if o.Out != nil {
+		mo.OnFinding = func(f Finding) { fmt.Fprintln(o.Out, f.String()) }
+	}
+	sum, err := m.Marketplace.Run(ctx, mo)
+	return sum, err
+}
+
+// Job implements Instance.
+func (m MarketplaceInstance) Job() Job { return m.Marketplace.Job(MarketplaceOptions{}) }
