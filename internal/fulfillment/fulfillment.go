@@ -41,10 +41,15 @@ type Request struct {
 type Client struct {
 	BaseURL string // e.g. "https://fulfillment.internal"; a trailing slash is ignored
 	HTTP    *http.Client
+
+	timeout time.Duration // the backstop when ctx has no deadline; 0: none
 }
 
-// New returns a Client for baseURL whose HTTP client has a 30s overall
-// timeout as a backstop; callers should still pass a ctx with a deadline.
+// New returns a Client for baseURL whose calls are bounded by 30 s when
+// the caller's ctx has no earlier deadline, as a backstop; callers should
+// still pass a ctx with a deadline. (The bound is the context's, not
+// http.Client.Timeout: with a transport other than *http.Transport, as the
+// traced one is, Timeout costs a goroutine and a timer per call.)
 //
 // Its transport keeps up to 64 idle connections to the API: steps of many
 // deliveries run at once, and Go's default of 2 idle connections per host
@@ -55,7 +60,7 @@ func New(baseURL string) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 128
 	t.MaxIdleConnsPerHost = 64
-	return &Client{BaseURL: baseURL, HTTP: &http.Client{Timeout: 30 * time.Second, Transport: telemetry.Transport(t)}}
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Transport: telemetry.Transport(t)}, timeout: 30 * time.Second}
 }
 
 // maxErrorBody bounds how much of a response body is read into a StatusError.
@@ -112,6 +117,11 @@ func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) 
 	body, err := json.Marshal(r)
 	if err != nil {
 		return &invalidError{msg: err.Error()}
+	}
+	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
 	}
 	url := strings.TrimRight(c.BaseURL, "/") + "/fulfillments"
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
