@@ -22,8 +22,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
-	"github.com/paywebhooks/receiver/internal/fulfillment"
-	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -91,22 +90,9 @@ func WithStepKind(name string, k webhooks.StepKind) Option {
 	return func(o *options) { o.kinds[name] = k }
 }
 
-// StepKinds returns the step kinds the configuration describes: email over
-// SMTP or to files, the fulfillment API when its URL is set.
-func StepKinds(cfg config.Config) webhooks.StepKinds {
-	var sender mail.Sender = mail.FileSender{Dir: cfg.MailDir}
-	if cfg.SMTPAddr != "" {
-		sender = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
-	}
-	var client *fulfillment.Client
-	if cfg.FulfillmentURL != "" {
-		client = fulfillment.New(cfg.FulfillmentURL)
-	}
-	return webhooks.StepKinds{
-		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain()},
-		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
-	}
-}
+// StepKinds returns the step kinds of the registry, built from the
+// configuration (providers.StepKinds).
+func StepKinds(cfg config.Config) webhooks.StepKinds { return providers.StepKinds(cfg) }
 
 // Providers builds every provider of the configuration's registry, by
 // source, mounted or not: a stored event is replayed by its provider even
