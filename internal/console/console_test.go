@@ -41,7 +41,7 @@ type console struct {
 	URL string
 }
 
-func newConsole(t *testing.T, opts ...rt.Option) *console {
+func newConsole(t testing.TB, opts ...rt.Option) *console {
 	t.Helper()
 	r := rt.New(t, append([]rt.Option{rt.Env("ADMIN_ADDR", "127.0.0.1:0"), rt.Env("ADMIN_TOKEN", token)}, opts...)...)
 	h := r.Server.ConsoleHandler()
