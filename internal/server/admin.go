@@ -1,10 +1,17 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/paywebhooks/receiver/internal/console"
+	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -13,6 +20,10 @@ import (
 // ADMIN_TOKEN of at least 16 characters). Its actions run through this
 // server's processor, providers and pool, as a delivery would.
 func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
+	var rec console.Reconciler // none configured: the console offers no reconcile action
+	if len(s.reconcilers) > 0 {
+		rec = consoleReconcilers(s.reconcilers)
+	}
 	c, err := console.New(console.Config{
 		Token:      s.cfg.AdminToken,
 		DB:         s.pool,
@@ -22,6 +33,7 @@ func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
 		Lease:      s.cfg.LeaseDuration,
 		MailDomain: s.cfg.MailDomain(),
 		Gatherer:   s.registry,
+		Reconciler: rec,
 		Log:        s.log,
 	})
 	if err != nil {
@@ -41,4 +53,30 @@ func (s *Server) ConsoleHandler() http.Handler {
 		}
 	}
 	return nil
+}
+
+// consoleReconcilers are the configured reconcilers (by command name:
+// "stripe", "github-marketplace") as the console's reconcile action runs
+// them: the same runs as `server reconcile`, recorded with the trigger
+// "console".
+type consoleReconcilers map[string]reconcile.Instance
+
+func (r consoleReconcilers) Sources() []string { return slices.Sorted(maps.Keys(r)) }
+
+func (r consoleReconcilers) Reconcile(ctx context.Context, name string, window time.Duration, dryRun bool,
+	actor string) (console.ReconcileReport, error) {
+	inst, ok := r[name]
+	if !ok {
+		return console.ReconcileReport{}, fmt.Errorf("no reconciliation %q is configured", name)
+	}
+	var out bytes.Buffer
+	sum, err := inst.Run(ctx, reconcile.Options{Since: window, DryRun: dryRun, Trigger: "console", Out: &out})
+	var rep console.ReconcileReport
+	if s := strings.TrimSpace(out.String()); s != "" {
+		rep.Lines = strings.Split(s, "\n")
+	}
+	if sum != nil {
+		rep.Summary = sum.String()
+	}
+	return rep, err
 }
