@@ -8,10 +8,10 @@ GO    ?= go
 BIN   := bin
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test lint vuln fuzz bench fmt clean
+.PHONY: help build run test lint vuln fuzz bench screenshots fmt clean
 
 help: ## list the targets
-	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/server and bin/dev
 	$(GO) build -o $(BIN)/server ./cmd/server
@@ -21,8 +21,9 @@ run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
 	else scripts/ensure-postgres.sh && exec $(BIN)/dev -dev-secrets -- $(BIN)/server; fi
 
-test: build lint ## run every test: unit, database and end-to-end, on a private PostgreSQL
+test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL
 	scripts/ensure-postgres.sh
+	scripts/ensure-chromium.sh >/dev/null
 	scripts/test.sh
 
 lint: ## go vet and staticcheck (a tool of go.mod)
@@ -37,6 +38,10 @@ fuzz: ## run the fuzz targets for a bounded time (FUZZTIME, default 20s each)
 
 bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
 	scripts/bench.sh
+
+screenshots: build ## the console's screenshots in docs/ (headless Chromium)
+	scripts/ensure-postgres.sh && scripts/ensure-chromium.sh >/dev/null
+	CONSOLE_SCREENSHOTS=1 $(BIN)/dev -temp -- $(GO) test -count=1 -run TestConsoleInBrowser ./e2e/
 
 fmt: ## gofmt every file
 	gofmt -w $$(git ls-files '*.go')
