@@ -1,9 +1,10 @@
 -- (a) The receiver's transaction for a new invoice.created event, statement
 -- for statement as the core sends it (internal/webhooks: Processor.commit
--- with claimSQL, readClaimsSQL and guardSQL; internal/invoices
--- EnsurePending): the claim with the stored body, the event's claims (one
--- primary-key range), the guard, the invoice, in one pipeline ending in one
--- Sync: one round trip and one implicit transaction, as pgx sends a batch.
+-- with claimSQL and readClaimsSQL; internal/invoices EnsurePending, whose
+-- insert is conditional on receiver_claimed()): the claim with the stored
+-- body, the event's claims (one primary-key range), the invoice, in one
+-- pipeline ending in one Sync: one round trip and one implicit
+-- transaction, as pgx sends a batch.
 -- (DESIGN.md writes BEGIN and COMMIT around them; the code needs neither.)
 -- An invoice.created plans no steps, so no step INSERT is sent. Keep this
 -- file in step with that code when its SQL moves.
@@ -22,13 +23,12 @@ WITH claim AS (
     ON CONFLICT DO NOTHING
     RETURNING event_key
 )
-SELECT set_config('receiver.claim', event_key, true) FROM claim;
+SELECT set_config('receiver.claim', 'yes', true) FROM claim;
 SELECT event_key, kind, status, coalesce(step, ''), coalesce(step_kind, ''), payload
 FROM processed_events
 WHERE event_key >= 'evt_pga' || :r AND event_key < 'evt_pga' || :r || '0'
   AND (event_key = 'evt_pga' || :r OR starts_with(event_key, 'evt_pga' || :r || '/'));
-SELECT 1 / (coalesce(current_setting('receiver.claim', true), '') = ('evt_pga' || :r))::int;
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
-VALUES ('in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', ''))
+SELECT 'in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', '') WHERE receiver_claimed()
 ON CONFLICT (stripe_invoice_id) DO NOTHING;
 \endpipeline
