@@ -6,6 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain go.mod names; a machine starts on its own Go otherwise.
 export GOTOOLCHAIN=go1.27.3
+# A developer's OpenTelemetry settings would turn tracing on in tests that
+# expect it off (the tracing tests install their own recorder).
+unset $(env | sed -n 's/^\(OTEL_[A-Z0-9_]*\)=.*/\1/p')
 mkdir -p var
 log=var/test.log
 

@@ -251,6 +251,11 @@ func eventsReplay(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, lo
 	if err != nil {
 		return err
 	}
+	stopTracing, err := tracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	proc := server.NewProcessor(cfg, pool, server.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
 	if *parked {
 		if keys, err = ops.ParkedSince(ctx, pool, *since, *limit); err != nil {

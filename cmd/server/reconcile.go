@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/telemetry"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -116,6 +118,11 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return err
 	}
+	stopTracing, err := tracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	proc := server.NewProcessor(cfg, pool, server.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
 	on, _, err := server.Reconcilers(cfg, pool, proc, provs, log)
 	if err != nil {
@@ -130,4 +137,20 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		return fmt.Errorf("reconcile %s: another run (a replica's periodic run, or an operator's) holds the lock; try again later", rec.Name)
 	}
 	return err
+}
+
+// tracing configures OpenTelemetry from OTEL_* for an operator command that
+// runs steps, as the server does, so that a replay's or a reconciliation's
+// spans link to the deliveries that planned its steps. The returned func
+// flushes what was recorded.
+func tracing(ctx context.Context, log *slog.Logger) (func(), error) {
+	_, shutdown, err := telemetry.Setup(ctx, log)
+	if err != nil {
+		return nil, fmt.Errorf("tracing: %w", err)
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = shutdown(sctx)
+	}, nil
 }

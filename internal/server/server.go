@@ -189,7 +189,7 @@ func (s *Server) metricsHandler() http.Handler {
 }
 
 // Handler is the HTTP handler, for tests that serve it themselves.
-func (s *Server) Handler() http.Handler { return s.echo }
+func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Processor is the receiver's processor, for tests.
 func (s *Server) Processor() *webhooks.Processor { return s.proc }
