@@ -573,3 +573,45 @@ func TestCopyKeepsItsConnection(t *testing.T) {
 		t.Errorf("orders = %d, want 1", n)
 	}
 }
+
+// TestRedriverRunsInParallel: the redriver keeps REDRIVE_PARALLELISM steps
+// running at once, never more, each under its own lease, and drains the
+// whole backlog once they end.
+func TestRedriverRunsInParallel(t *testing.T) {
+	opts := webhooks.Options{Lease: time.Minute, RedriveParallelism: 4}
+	r := newRig(t, opts)
+	const events = 10
+	for i := range events {
+		r.crashAfterCommit(t, fmt.Sprintf("evt_backlog_%02d", i))
+	}
+	// The dead workers' leases have run out (given back, as after a failure).
+	if _, err := r.pool.Exec(context.Background(), `UPDATE processed_events SET claimed_at = '-infinity' WHERE kind = 'step'`); err != nil {
+		t.Fatal(err)
+	}
+	release := r.api.Hold()
+	done := make(chan [3]int, 1)
+	go func() {
+		ran, failed, err := r.proc.RedriveOnce(context.Background(), 100)
+		e := 0
+		if err != nil {
+			e = 1
+		}
+		done <- [3]int{ran, failed, e}
+	}()
+	r.api.WaitHeld(t, 4, 20*time.Second)
+	// Four calls hold the four slots: for a while (well under the step
+	// timeout, 15 s), no fifth call starts.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if n := len(r.api.Requests()); n != 4 {
+			t.Fatalf("fulfillment calls in flight: %d, want exactly the parallelism, 4", n)
+		}
+	}
+	release()
+	res := <-done
+	if res != [3]int{2 * events, 0, 0} {
+		t.Fatalf("redriver: ran %d, failed %d, errors %d; want %d steps run", res[0], res[1], res[2], 2*events)
+	}
+	if n := len(r.api.Requests()); n != events {
+		t.Errorf("fulfillment calls = %d, want %d (one per event)", n, events)
+	}
+}

@@ -18,51 +18,81 @@ import (
 // of them, without any delivery. GitHub never retries a failed delivery and
 // Stripe stops after three days, so the receiver cannot wait for the sender.
 //
-// It runs up to RedriveParallelism steps at once, each under its own lease
-// taken with the same compare-and-set as a delivery's, so several replicas
-// may run it at once and a step still runs once at a time. It returns how
-// many steps it ran and how many of those failed.
+// It keeps RedriveParallelism steps running at once, each under its own
+// lease taken with the same compare-and-set as a delivery's, so several
+// replicas may run it at once and a step still runs once at a time: it
+// fetches the next page of due steps as soon as the last one is dispatched,
+// so a slow step holds one slot, not the whole batch. It returns how many
+// steps it ran and how many of those failed.
 func (p *Processor) RedriveOnce(ctx context.Context, limit int) (ran, failed int, err error) {
-	rows, err := p.pool.Query(ctx, dueStepsSQL, p.opts.Lease.Milliseconds(), limit)
-	if err != nil {
-		return 0, 0, dbError("find steps to redrive", err)
-	}
-	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return 0, 0, dbError("find steps to redrive", err)
-	}
-
 	var nran, nfailed atomic.Int64
 	var firstErr error
 	var mu sync.Mutex
 	sem := make(chan struct{}, p.opts.RedriveParallelism)
+	finished := make(chan struct{}, p.opts.RedriveParallelism) // a step has ended: a slot is free
 	var wg sync.WaitGroup
-	for _, key := range keys {
-		if ctx.Err() != nil {
+	seen := map[string]bool{} // dispatched by this pass: a page may list a step whose take has not run yet
+	dispatched := 0
+	for dispatched < limit && ctx.Err() == nil {
+		rows, err := p.pool.Query(ctx, dueStepsSQL, p.opts.Lease.Milliseconds(), min(p.opts.RedriveParallelism, limit-dispatched))
+		var keys []string
+		if err == nil {
+			keys, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		if err != nil {
+			mu.Lock()
+			firstErr = cmp(firstErr, dbError("find steps to redrive", err))
+			mu.Unlock()
 			break
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			ls, ok, _, err := takeStep(ctx, p.pool, key, p.opts.Lease)
-			if err != nil {
-				mu.Lock()
-				firstErr = cmp(firstErr, err)
-				mu.Unlock()
-				return
+		fresh := 0
+		for _, key := range keys {
+			if seen[key] || ctx.Err() != nil {
+				continue
 			}
-			if !ok {
-				return // another replica or a delivery took it first
+			seen[key] = true
+			fresh++
+			dispatched++
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() {
+					<-sem
+					select {
+					case finished <- struct{}{}:
+					default:
+					}
+				}()
+				ls, ok, _, err := takeStep(ctx, p.pool, key, p.opts.Lease)
+				if err != nil {
+					mu.Lock()
+					firstErr = cmp(firstErr, err)
+					mu.Unlock()
+					return
+				}
+				if !ok {
+					return // another replica or a delivery took it first
+				}
+				p.metrics.LeaseReclaims.Inc()
+				nran.Add(1)
+				// The step's span is the root of a trace of its own, linked
+				// to the transaction that planned the step.
+				sctx := withRunner(reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "redriver", true), "redriver")
+				if err := p.runStep(sctx, ls); err != nil && !errors.Is(err, errStepParked) {
+					nfailed.Add(1)
+				}
+			})
+		}
+		if fresh == 0 {
+			// Nothing new is due (what the page listed runs here): stop
+			// when nothing runs, else ask again once a step has ended.
+			if len(sem) == 0 {
+				break
 			}
-			p.metrics.LeaseReclaims.Inc()
-			nran.Add(1)
-			// The step's span is the root of a trace of its own, linked
-			// to the transaction that planned the step.
-			sctx := withRunner(reqlog.With(ctx, "source", ls.Source, "event_key", ls.EventKey, "redriver", true), "redriver")
-			if err := p.runStep(sctx, ls); err != nil && !errors.Is(err, errStepParked) {
-				nfailed.Add(1)
+			select {
+			case <-finished:
+			case <-ctx.Done():
 			}
-		})
+		}
 	}
 	wg.Wait()
 	return int(nran.Load()), int(nfailed.Load()), firstErr
