@@ -39,7 +39,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v5"
 	"github.com/stripe/stripe-go/v76/webhook"
 )
 
@@ -77,9 +77,8 @@ func run(ctx context.Context, args []string) error {
 	defer pool.Close()
 
 	e := echo.New()
-	e.HideBanner, e.HidePort = true, true
-	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok") })
-	e.POST("/webhooks/stripe", func(c echo.Context) error {
+	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok") })
+	e.POST("/webhooks/stripe", func(c *echo.Context) error {
 		payload, err := io.ReadAll(io.LimitReader(c.Request().Body, 1<<20))
 		if err != nil {
 			return c.NoContent(http.StatusBadRequest)
