@@ -52,7 +52,7 @@ type Processor interface {
 // preview. The console shows the action only when one is configured.
 type Reconciler interface {
 	// Sources are the sources it can reconcile, as reconcile_runs names
-	// them ("stripe", "github_marketplace").
+	// them.
 	Sources() []string
 	Reconcile(ctx context.Context, source string, window time.Duration, dryRun bool, actor string) (ReconcileReport, error)
 }

@@ -30,7 +30,7 @@ import (
 // Request is the body of POST /fulfillments.
 type Request struct {
 	OrderID       int64  `json:"order_id"`
-	Source        string `json:"source"`      // e.g. "stripe", "github_marketplace"
+	Source        string `json:"source"`      // the order's source (orders.source)
 	ExternalID    string `json:"external_id"` // the provider's id of the payment
 	AmountCents   int64  `json:"amount_cents"`
 	Currency      string `json:"currency"`

@@ -55,8 +55,8 @@ func (s *Server) ConsoleHandler() http.Handler {
 	return nil
 }
 
-// consoleReconcilers are the configured reconcilers (by command name:
-// "stripe", "github-marketplace") as the console's reconcile action runs
+// consoleReconcilers are the configured reconcilers (by command name, as
+// `server reconcile <name>` takes it) as the console's reconcile action runs
 // them: the same runs as `server reconcile`, recorded with the trigger
 // "console".
 type consoleReconcilers map[string]reconcile.Instance

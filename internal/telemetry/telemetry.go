@@ -40,7 +40,7 @@ const ScopeName = "github.com/paywebhooks/receiver"
 // closed vocabularies: never a secret, a header, a body or a customer's
 // email address.
 const (
-	AttrSource      = attribute.Key("webhook.source")       // "stripe", "github"
+	AttrSource      = attribute.Key("webhook.source")       // the provider's Spec.Source
 	AttrEventID     = attribute.Key("webhook.event_id")     // the provider's id, as sent
 	AttrEventKey    = attribute.Key("webhook.event_key")    // the claim key: the one to search for
 	AttrEventType   = attribute.Key("webhook.event_type")   // as sent (signed)
