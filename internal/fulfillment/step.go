@@ -3,6 +3,7 @@ package fulfillment
 import (
 	"context"
 	"encoding/json"
+	jsonv2 "encoding/json/v2"
 	"errors"
 
 	"github.com/paywebhooks/receiver/internal/orders"
@@ -58,7 +59,7 @@ func (k Kind) Unconfigured() string {
 // Unavailable implements webhooks.StepKind.
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var p Payload
-	switch err := json.Unmarshal(payload, &p); {
+	switch err := jsonv2.Unmarshal(payload, &p); {
 	case err != nil:
 		return "fulfillment step payload unreadable: " + err.Error()
 	case p.Order == nil:
@@ -71,7 +72,7 @@ func (k Kind) Unavailable(payload json.RawMessage) string {
 // Idempotency-Key.
 func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) error {
 	var p Payload
-	if err := json.Unmarshal(payload, &p); err != nil || p.Order == nil {
+	if err := jsonv2.Unmarshal(payload, &p); err != nil || p.Order == nil {
 		return &invalidError{msg: "fulfillment step payload: " + errors.Join(err, errors.New("no order")).Error()}
 	}
 	return k.Client.Fulfill(ctx, IdempotencyKey(key), RequestFor(*p.Order))

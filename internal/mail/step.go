@@ -3,6 +3,7 @@ package mail
 import (
 	"context"
 	"encoding/json"
+	jsonv2 "encoding/json/v2"
 	"fmt"
 	"strings"
 
@@ -75,7 +76,7 @@ type Kind struct {
 // domain are this process's, fixed when the step is planned.
 func (k Kind) Prepare(payload json.RawMessage) (json.RawMessage, error) {
 	var e Email
-	if err := json.Unmarshal(payload, &e); err != nil {
+	if err := jsonv2.Unmarshal(payload, &e); err != nil {
 		return nil, fmt.Errorf("email step: %w", err)
 	}
 	if e.From != "" && e.MessageIDDomain != "" {
@@ -101,7 +102,7 @@ func (k Kind) Unconfigured() string {
 // Unavailable implements webhooks.StepKind.
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var e Email
-	if err := json.Unmarshal(payload, &e); err != nil {
+	if err := jsonv2.Unmarshal(payload, &e); err != nil {
 		return "email step payload unreadable: " + err.Error()
 	}
 	if e.recipient() == "" {
@@ -113,7 +114,7 @@ func (k Kind) Unavailable(payload json.RawMessage) string {
 // Run implements webhooks.StepKind: one attempt to send the email.
 func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) error {
 	var e Email
-	if err := json.Unmarshal(payload, &e); err != nil {
+	if err := jsonv2.Unmarshal(payload, &e); err != nil {
 		return &invalidError{msg: "email step payload: " + err.Error()}
 	}
 	subject, text, html, err := Render(e.Template, e.data())

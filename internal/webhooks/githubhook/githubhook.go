@@ -21,6 +21,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	jsonv2 "encoding/json/v2"
+	"encoding/json/jsontext"
 	"errors"
 	"fmt"
 	"mime"
@@ -238,7 +240,7 @@ func jsonPayload(contentType string, body []byte) ([]byte, error) {
 	default:
 		return nil, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", webhooks.Quote(mt, 64)))
 	}
-	if t := bytes.TrimLeft(payload, " \t\r\n"); len(t) == 0 || t[0] != '{' || !json.Valid(payload) {
+	if t := bytes.TrimLeft(payload, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return nil, webhooks.Reject("malformed_json", errors.New("payload is not a JSON object"))
 	}
 	return payload, nil
@@ -265,8 +267,13 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 // and nothing acts on them.
 func agree(typ, hookID string, payload []byte) (*shape, error) {
 	var s shape
-	if err := json.Unmarshal(payload, &s); err != nil {
-		// Its fields cannot be read: Plan parks it.
+	// One pass: the JSON is checked whole, and the top level read.
+	if err := jsonv2.Unmarshal(payload, &s); err != nil {
+		var syntax *jsontext.SyntacticError
+		if errors.As(err, &syntax) || !jsontext.Value(payload).IsValid() {
+			return nil, webhooks.Reject("malformed_json", fmt.Errorf("payload is not a JSON object: %w", err))
+		}
+		// Valid JSON whose fields cannot be read: Plan parks it.
 		return nil, nil
 	}
 	mismatch := func(what string) error {

@@ -2,6 +2,7 @@ package githubhook
 
 import (
 	"encoding/json"
+	jsonv2 "encoding/json/v2"
 	"fmt"
 	"math"
 	"strconv"
@@ -64,14 +65,14 @@ func top(ev *webhooks.Event) (*shape, error) {
 		return s, nil
 	}
 	var s shape
-	if err := json.Unmarshal(ev.Body, &s); err != nil {
+	if err := jsonv2.Unmarshal(ev.Body, &s); err != nil {
 		return nil, webhooks.Unprocessable("%s %s: %v", ev.Type, ev.ID, err)
 	}
 	return &s, nil
 }
 
 func decode(ev *webhooks.Event, raw json.RawMessage, v any) error {
-	if err := json.Unmarshal(raw, v); err != nil {
+	if err := jsonv2.Unmarshal(raw, v); err != nil {
 		return webhooks.Unprocessable("%s %s: %v", ev.Type, ev.ID, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ package paddlehook
 
 import (
 	"encoding/json"
+	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
 	"net/http"
@@ -201,8 +202,8 @@ type customData struct{ Email string }
 
 func (c *customData) UnmarshalJSON(b []byte) error {
 	var m map[string]json.RawMessage
-	if json.Unmarshal(b, &m) == nil {
-		_ = json.Unmarshal(m["email"], &c.Email)
+	if jsonv2.Unmarshal(b, &m) == nil {
+		_ = jsonv2.Unmarshal(m["email"], &c.Email)
 	}
 	return nil
 }
@@ -212,13 +213,13 @@ func (c *customData) UnmarshalJSON(b []byte) error {
 // a notification.
 func Decode(body []byte) (webhooks.Event, error) {
 	n := new(notification)
-	if err := json.Unmarshal(body, n); err != nil {
+	if err := jsonv2.Unmarshal(body, n); err != nil {
 		var env struct {
 			EventID   string          `json:"event_id"`
 			EventType string          `json:"event_type"`
 			Data      json.RawMessage `json:"data"`
 		}
-		if jerr := json.Unmarshal(body, &env); jerr != nil {
+		if jerr := jsonv2.Unmarshal(body, &env); jerr != nil {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", jerr)
 		}
 		n = &notification{EventID: env.EventID, EventType: env.EventType, dataErr: err}

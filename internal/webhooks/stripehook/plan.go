@@ -53,24 +53,15 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	return webhooks.ErrUnhandled
 }
 
-// session is the part of a Checkout Session the handlers need.
-type session struct {
-	ID              string     `json:"id"`
-	PaymentStatus   string     `json:"payment_status"`
-	AmountTotal     *int64     `json:"amount_total"`
-	Currency        string     `json:"currency"`
-	CustomerEmail   *string    `json:"customer_email"`
-	PaymentIntent   expandable `json:"payment_intent"`
-	CustomerDetails *struct {
-		Email *string `json:"email"`
-	} `json:"customer_details"`
-}
+// session is a Checkout Session as the handlers read it.
+type session struct{ *dataObject }
 
 func readSession(ev *webhooks.Event) (session, error) {
-	var s session
-	if err := object(ev, &s); err != nil {
+	o, err := object(ev)
+	if err != nil {
 		return session{}, err
 	}
+	s := session{o}
 	if s.ID == "" {
 		return session{}, webhooks.Unprocessable("%s %s: checkout session has no id", ev.Type, ev.ID)
 	}
@@ -81,7 +72,7 @@ func (s session) email() string {
 	if s.CustomerDetails != nil && s.CustomerDetails.Email != nil && *s.CustomerDetails.Email != "" {
 		return *s.CustomerDetails.Email
 	}
-	return deref(s.CustomerEmail)
+	return deref(s.Email)
 }
 
 func (s session) order(ev *webhooks.Event, status string) orders.Order {
@@ -146,19 +137,9 @@ func asyncPayment(ev *webhooks.Event, plan *webhooks.Plan, status string) error 
 	return nil
 }
 
-// invoice is the part of an Invoice the handlers need.
-type invoice struct {
-	ID            string  `json:"id"`
-	AmountDue     int64   `json:"amount_due"`
-	AmountPaid    int64   `json:"amount_paid"`
-	Currency      string  `json:"currency"`
-	CustomerEmail *string `json:"customer_email"`
-	AttemptCount  int     `json:"attempt_count"`
-}
-
 func readInvoice(ev *webhooks.Event) (invoices.Invoice, int, error) {
-	var in invoice
-	if err := object(ev, &in); err != nil {
+	in, err := object(ev)
+	if err != nil {
 		return invoices.Invoice{}, 0, err
 	}
 	if in.ID == "" {
@@ -169,7 +150,7 @@ func readInvoice(ev *webhooks.Event) (invoices.Invoice, int, error) {
 		AmountDue:       in.AmountDue,
 		AmountPaid:      in.AmountPaid,
 		Currency:        in.Currency,
-		CustomerEmail:   deref(in.CustomerEmail),
+		CustomerEmail:   deref(in.Email),
 	}, in.AttemptCount, nil
 }
 
@@ -200,21 +181,9 @@ func invoicePaymentFailed(ev *webhooks.Event, plan *webhooks.Plan) error {
 	return nil
 }
 
-// charge is the part of a Charge the refund handler needs.
-type charge struct {
-	ID             string     `json:"id"`
-	PaymentIntent  expandable `json:"payment_intent"`
-	AmountRefunded int64      `json:"amount_refunded"`
-	Currency       string     `json:"currency"`
-	ReceiptEmail   *string    `json:"receipt_email"`
-	BillingDetails *struct {
-		Email *string `json:"email"`
-	} `json:"billing_details"`
-}
-
 func chargeRefunded(ev *webhooks.Event, plan *webhooks.Plan) error {
-	var ch charge
-	if err := object(ev, &ch); err != nil {
+	ch, err := object(ev)
+	if err != nil {
 		return err
 	}
 	if ch.ID == "" || ch.PaymentIntent == "" {

@@ -6,9 +6,9 @@
 package stripehook
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
+	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
 	"mime"
@@ -86,10 +86,29 @@ func New(secrets []string) *Provider {
 	return &Provider{secrets: secrets}
 }
 
-// envelope is the part of a Stripe Event every handler relies on, decoded
-// once by Verify and kept as the Event's Payload. The rest (request, which
-// old API versions send as a string; previous_attributes) is never decoded.
+// envelope is a Stripe Event as the handlers read it, decoded once, in one
+// pass, by Verify (or Decode) and kept as the Event's Payload: the
+// envelope, and of data.object the fields any handler reads (dataObject).
+// The rest (request, which old API versions send as a string;
+// previous_attributes; every other field) is skipped, never decoded.
 type envelope struct {
+	ID         string `json:"id"`
+	Object     string `json:"object"`
+	Type       string `json:"type"`
+	APIVersion string `json:"api_version"`
+	Data       *struct {
+		Object *dataObject `json:"object"`
+	} `json:"data"`
+
+	// objectErr is why data.object's fields could not be read (a field of
+	// another type than the handlers expect): a handled event is parked
+	// with it, any other is acknowledged as usual.
+	objectErr error
+}
+
+// rawEnvelope is the envelope with data.object unread: what Decode falls
+// back to when data.object's fields are not what the handlers expect.
+type rawEnvelope struct {
 	ID         string `json:"id"`
 	Object     string `json:"object"`
 	Type       string `json:"type"`
@@ -141,19 +160,25 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 // not an Event.
 func Decode(body []byte) (webhooks.Event, error) {
 	env := new(envelope)
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(env); err != nil {
-		return webhooks.Event{}, webhooks.Reject("malformed_json", err)
-	}
-	if dec.More() {
-		return webhooks.Event{}, webhooks.Reject("malformed_json", errors.New("data after the event"))
+	hasObject := false
+	if err := decodeOne(body, env); err != nil {
+		// Either the body is no JSON object, or a field of data.object is
+		// not of the type a handler reads: tell them apart.
+		raw := new(rawEnvelope)
+		if rerr := decodeOne(body, raw); rerr != nil {
+			return webhooks.Event{}, webhooks.Reject("malformed_json", rerr)
+		}
+		*env = envelope{ID: raw.ID, Object: raw.Object, Type: raw.Type, APIVersion: raw.APIVersion, objectErr: err}
+		hasObject = raw.Data != nil && len(raw.Data.Object) > 0 && string(raw.Data.Object) != "null"
+	} else {
+		hasObject = env.Data != nil && env.Data.Object != nil
 	}
 	switch {
 	case env.ID == "" || env.Type == "":
 		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no id or type"))
 	case env.Object != "" && env.Object != "event":
 		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %s", quote(env.Object)))
-	case env.Data == nil || len(env.Data.Object) == 0 || string(env.Data.Object) == "null":
+	case !hasObject:
 		return webhooks.Event{}, webhooks.Reject("missing_data", errors.New("event has no data.object"))
 	}
 	return webhooks.Event{
@@ -167,21 +192,55 @@ func Decode(body []byte) (webhooks.Event, error) {
 	}, nil
 }
 
-// object decodes the event's data.object into v, or says why it cannot. It
-// uses the envelope Verify decoded, or decodes a stored body's.
-func object(ev *webhooks.Event, v any) error {
+// decodeOne decodes one JSON value, and nothing after it, into v.
+func decodeOne(body []byte, v any) error {
+	return jsonv2.Unmarshal(body, v)
+}
+
+// object returns the event's data.object as Verify decoded it (or decodes a
+// stored body's), or says why its fields cannot be read.
+func object(ev *webhooks.Event) (*dataObject, error) {
 	env, ok := ev.Payload.(*envelope)
 	if !ok {
 		decoded, err := Decode(ev.Body)
 		if err != nil {
-			return webhooks.Unprocessable("event %s: %v", ev.ID, err)
+			return nil, webhooks.Unprocessable("event %s: %v", ev.ID, err)
 		}
 		env = decoded.Payload.(*envelope)
 	}
-	if err := json.Unmarshal(env.Data.Object, v); err != nil {
-		return webhooks.Unprocessable("%s %s: data.object: %v", ev.Type, ev.ID, err)
+	if env.objectErr != nil {
+		return nil, webhooks.Unprocessable("%s %s: data.object: %v", ev.Type, ev.ID, env.objectErr)
 	}
-	return nil
+	return env.Data.Object, nil
+}
+
+// dataObject is data.object as the handlers read it: the fields of a
+// Checkout Session, an Invoice and a Charge that any of them uses, decoded
+// in the same pass as the envelope.
+type dataObject struct {
+	ID       string  `json:"id"`
+	Currency string  `json:"currency"`
+	Email    *string `json:"customer_email"` // sessions and invoices
+
+	// Checkout Session
+	PaymentStatus   string     `json:"payment_status"`
+	AmountTotal     *int64     `json:"amount_total"`
+	PaymentIntent   expandable `json:"payment_intent"` // sessions and charges
+	CustomerDetails *struct {
+		Email *string `json:"email"`
+	} `json:"customer_details"`
+
+	// Invoice
+	AmountDue    int64 `json:"amount_due"`
+	AmountPaid   int64 `json:"amount_paid"`
+	AttemptCount int   `json:"attempt_count"`
+
+	// Charge
+	AmountRefunded int64   `json:"amount_refunded"`
+	ReceiptEmail   *string `json:"receipt_email"`
+	BillingDetails *struct {
+		Email *string `json:"email"`
+	} `json:"billing_details"`
 }
 
 // expandable is a Stripe reference that is an id, an expanded object with
@@ -195,7 +254,7 @@ func (e *expandable) UnmarshalJSON(b []byte) error {
 		return nil
 	case len(b) > 0 && b[0] == '"':
 		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+		if err := jsonv2.Unmarshal(b, &s); err != nil {
 			return err
 		}
 		*e = expandable(s)
@@ -204,7 +263,7 @@ func (e *expandable) UnmarshalJSON(b []byte) error {
 	var obj struct {
 		ID string `json:"id"`
 	}
-	if err := json.Unmarshal(b, &obj); err != nil {
+	if err := jsonv2.Unmarshal(b, &obj); err != nil {
 		return fmt.Errorf("expandable field: %w", err)
 	}
 	*e = expandable(obj.ID)
