@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,27 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 	}
 	emails, calls := len(r.SMTP.Messages()), len(r.API.Requests())
 	snapshot := r.Snapshot(t)
+	state := func(when string) {
+		t.Logf("%s: %d orders (%d paid), %d invoices, %d emails sent, %d fulfillment calls", when,
+			r.Count(t, `SELECT count(*) FROM orders`), r.Count(t, `SELECT count(*) FROM orders WHERE status = 'paid'`),
+			r.Count(t, `SELECT count(*) FROM invoices`), len(r.SMTP.Messages()), len(r.API.Requests()))
+	}
+	metrics := func(when string) {
+		res, err := http.Get(r.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		var lines []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "webhook_reconcile_") {
+				lines = append(lines, l)
+			}
+		}
+		t.Logf("/metrics %s:\n%s", when, strings.Join(lines, "\n"))
+	}
+	state("before reconciling")
 
 	out, err := reconcileRun("--since", "1h", "--dry-run")
 	if err != nil || !strings.Contains(out, "3 would be processed") {
@@ -73,6 +96,8 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 		t.Errorf("events recorded as reconciled = %d, want 3", n)
 	}
 	after := r.Snapshot(t)
+	state("after the first run")
+	metrics("after the first run")
 
 	out, err = reconcileRun("--resume")
 	if err != nil || !strings.Contains(out, "0 found") {
@@ -88,6 +113,8 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 	if len(r.SMTP.Messages())-emails != 3 || len(r.API.Requests())-calls != 2 {
 		t.Fatal("a second run sent something again")
 	}
+	state("after the second and third runs")
+	metrics("after the second and third runs")
 }
 
 // TestReconcileUsage: the flags a reconciler does not take, and runs

@@ -133,8 +133,8 @@ func scrape(t *testing.T, url string) func(name string, labels map[string]string
 // Stripe CLI forwards) is processed and counted by its version.
 func TestAPIVersionMismatchCounted(t *testing.T) {
 	r := rt.New(t)
-	body := []byte(`{"id":"evt_v1","object":"event","api_version":"2025-03-31.basil","type":"invoice.created","data":{"object":{"id":"in_v1","amount_due":5,"currency":"usd"}}}`)
-	if res := r.Deliver(t, stripehook.Spec, body, nil); res.Status != 200 {
+	ev := []byte(`{"id":"evt_v1","object":"event","api_version":"2025-03-31.basil","type":"invoice.created","data":{"object":{"id":"in_v1","amount_due":5,"currency":"usd"}}}`)
+	if res := r.Deliver(t, stripehook.Spec, ev, nil); res.Status != 200 {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 	odd := []byte(`{"id":"evt_v2","object":"event","api_version":"<script>","type":"invoice.created","data":{"object":{"id":"in_v2"}}}`)
@@ -142,6 +142,11 @@ func TestAPIVersionMismatchCounted(t *testing.T) {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 	value := scrape(t, r.URL+"/metrics")
+	for _, l := range strings.Split(body(t, r.URL+"/metrics"), "\n") {
+		if strings.Contains(l, "webhook_api_version_mismatches_total") {
+			t.Log(l) // the scrape, for whoever runs it with -v
+		}
+	}
 	if got := value("webhook_api_version_mismatches_total", map[string]string{"source": "stripe", "api_version": "2025-03-31.basil"}); got != 1 {
 		t.Errorf("mismatches of 2025-03-31.basil = %v, want 1", got)
 	}

@@ -368,7 +368,7 @@ func (r *report) render() string {
 		p("## Phase 3: checkout with steps\n\n")
 		p("The fulfillment API is an in-process HTTP server answering 201 after %s; mail goes to an in-process SMTP\n", stepsAPI)
 		p("sink. Over the measured slots (and their warm-ups) it received %d calls (%d distinct Idempotency-Keys, at\n", r.stepsAPI.calls, r.stepsAPI.distinct)
-		p("most %d at once) over %d TCP connections, and the sink %d messages.\n\n", r.stepsAPI.peak, r.stepsAPI.conns, r.stepsMails)
+		p("most %d at once) over %d TCP connections opened since the phase began, and the sink %d messages.\n\n", r.stepsAPI.peak, r.stepsAPI.conns, r.stepsMails)
 	}
 
 	if r.ran[4] && r.grow.grownRows > 0 {
