@@ -29,5 +29,7 @@ if [ ! -f "$db/index/db.json" ]; then
   # indexdb turns the module's OSV files into the layout govulncheck reads.
   (cd "$db" && GOFLAGS=-mod=mod go run "golang.org/x/vulndb/cmd/indexdb@${VULNDB_VERSION}" -vulns "$dir/data/osv" -out .)
 fi
-echo "vuln: snapshot modified $(sed -n 's/.*"modified":"\([^"]*\)".*/\1/p' "$db/index/db.json")" >&2
+# indexdb leaves the dates out of the index: name the snapshot by its
+# commit time (in its version) and its newest report instead.
+echo "vuln: snapshot of ${VULNDB_VERSION:7:4}-${VULNDB_VERSION:11:2}-${VULNDB_VERSION:13:2}: $(grep -o '"id":"GO-[0-9-]*"' "$db/index/vulns.json" | wc -l) reports, the newest $(grep -o '"id":"GO-[0-9-]*"' "$db/index/vulns.json" | cut -d'"' -f4 | sort | tail -1)" >&2
 exec go tool govulncheck -db "file://$PWD/$db" ./...
