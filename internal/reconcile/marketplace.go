@@ -458,29 +458,35 @@ func planID(plan string) int64 {
 	return n
 }
 
-// price is what the GitHub provider records as the order's amount: the
-// plan's price for the billing cycle, times the unit count for a per-unit
-// plan.
+// price is what the GitHub provider records as the order's amount.
 func price(a MarketplaceAccount) (int64, error) {
+	return MarketplacePrice(a.BillingCycle, a.Plan.PriceModel, a.Plan.MonthlyPriceInCents, a.Plan.YearlyPriceInCents, a.UnitCount)
+}
+
+// MarketplacePrice is what a Marketplace purchase costs per billing cycle,
+// the amount of its order, whether a delivery or a reconciliation records
+// it: the plan's price for the cycle, times the unit count for a per-unit
+// plan. GitHub spells price models both FLAT_RATE and flat-rate.
+func MarketplacePrice(billingCycle, priceModel string, monthlyCents, yearlyCents, units int64) (int64, error) {
 	var unit int64
-	switch strings.ToLower(a.BillingCycle) {
+	switch strings.ToLower(billingCycle) {
 	case "monthly":
-		unit = a.Plan.MonthlyPriceInCents
+		unit = monthlyCents
 	case "yearly":
-		unit = a.Plan.YearlyPriceInCents
+		unit = yearlyCents
 	default:
-		return 0, fmt.Errorf("billing_cycle %q", a.BillingCycle)
+		return 0, fmt.Errorf("billing_cycle %q", billingCycle)
 	}
-	switch strings.ReplaceAll(strings.ToLower(a.Plan.PriceModel), "_", "-") {
+	switch strings.ReplaceAll(strings.ToLower(priceModel), "_", "-") {
 	case "flat-rate", "free":
 		return unit, nil
 	case "per-unit":
-		if a.UnitCount < 0 || (a.UnitCount > 0 && unit > math.MaxInt64/a.UnitCount) {
-			return 0, fmt.Errorf("unit_count %d", a.UnitCount)
+		if units < 0 || (units > 0 && unit > math.MaxInt64/units) {
+			return 0, fmt.Errorf("unit_count %d at %d cents", units, unit)
 		}
-		return unit * a.UnitCount, nil
+		return unit * units, nil
 	}
-	return 0, fmt.Errorf("price_model %q", a.Plan.PriceModel)
+	return 0, fmt.Errorf("price_model %q", priceModel)
 }
 
 // syntheticKey is the deterministic event key of a correction: the

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	jsonv2 "encoding/json/v2"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -204,29 +204,10 @@ func (mp purchase) order(ev *webhooks.Event) (orders.Order, error) {
 	}, nil
 }
 
-// price is what the purchase costs per billing cycle: the plan's price for
-// the cycle, times the unit count for a per-unit plan. GitHub spells price
-// models both FLAT_RATE and flat-rate.
+// price is what the purchase costs per billing cycle.
 func (mp purchase) price() (int64, error) {
-	var unit int64
-	switch strings.ToLower(mp.BillingCycle) {
-	case "monthly":
-		unit = mp.Plan.MonthlyPriceInCents
-	case "yearly":
-		unit = mp.Plan.YearlyPriceInCents
-	default:
-		return 0, fmt.Errorf("billing_cycle %q", mp.BillingCycle)
-	}
-	switch strings.ReplaceAll(strings.ToLower(mp.Plan.PriceModel), "_", "-") {
-	case "flat-rate", "free":
-		return unit, nil
-	case "per-unit":
-		if mp.UnitCount < 0 || (mp.UnitCount > 0 && unit > math.MaxInt64/mp.UnitCount) {
-			return 0, fmt.Errorf("unit_count %d at %d cents", mp.UnitCount, unit)
-		}
-		return unit * mp.UnitCount, nil
-	}
-	return 0, fmt.Errorf("price_model %q", mp.Plan.PriceModel)
+	return reconcile.MarketplacePrice(mp.BillingCycle, mp.Plan.PriceModel, mp.Plan.MonthlyPriceInCents,
+		mp.Plan.YearlyPriceInCents, mp.UnitCount)
 }
 
 // --- sponsorship ---
