@@ -60,13 +60,8 @@ func (c *Console) replayPreview(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	before, err := ops.Show(ctx, c.cfg.DB, r.PathValue("key"))
-	if webhooks.IsNotFound(err) {
-		c.fail(w, r, http.StatusNotFound, "No event is stored under "+strconv.Quote(r.PathValue("key"))+".", nil)
-		return
-	}
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The event could not be read.", err)
+	before, ok := c.eventOf(w, r)
+	if !ok {
 		return
 	}
 	start := time.Now()
@@ -116,6 +111,21 @@ type stepView struct {
 	Ran   *bool  // after the action: whether the step ran
 	Error string
 	After *claimView
+}
+
+// eventOf reads the event the path's key names, or answers 404 (no such
+// event) or 503 and returns false.
+func (c *Console) eventOf(w http.ResponseWriter, r *http.Request) (ops.Detail, bool) {
+	d, err := ops.Show(r.Context(), c.cfg.DB, r.PathValue("key"))
+	switch {
+	case webhooks.IsNotFound(err):
+		c.fail(w, r, http.StatusNotFound, "No event is stored under "+strconv.Quote(r.PathValue("key"))+".", nil)
+		return d, false
+	case err != nil:
+		c.fail(w, r, http.StatusServiceUnavailable, "The event could not be read.", err)
+		return d, false
+	}
+	return d, true
 }
 
 func (c *Console) stepOf(w http.ResponseWriter, r *http.Request) (ops.Detail, claimView, bool) {

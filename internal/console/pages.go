@@ -260,16 +260,12 @@ type claimView struct {
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	d, err := ops.Show(ctx, c.cfg.DB, r.PathValue("key"))
-	if webhooks.IsNotFound(err) {
-		c.fail(w, r, http.StatusNotFound, "No event is stored under "+strconv.Quote(r.PathValue("key"))+".", nil)
-		return
-	}
-	if err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The event could not be read.", err)
+	d, ok := c.eventOf(w, r)
+	if !ok {
 		return
 	}
 	v := eventView{Event: d, Body: prettyBody(d.Body)}
+	var err error
 	if v.Records, err = ops.Related(ctx, c.cfg.DB, d, c.cfg.Specs); err != nil {
 		c.fail(w, r, http.StatusServiceUnavailable, "The event's orders and invoices could not be read.", err)
 		return
