@@ -48,6 +48,7 @@ const (
 	AttrOutcome     = attribute.Key("webhook.outcome")      // processed, duplicate, … (webhooks.Outcome), rejected
 	AttrRejection   = attribute.Key("webhook.rejection")    // why a delivery was refused (missing_signature, …)
 	AttrClaimed     = attribute.Key("webhook.claimed")      // this transaction made the event's claim
+	AttrFound       = attribute.Key("webhook.found")        // a resend's lookup found the event claimed before
 	AttrWrites      = attribute.Key("webhook.writes")       // writes queued in the event's transaction
 	AttrStepsQueued = attribute.Key("webhook.steps.queued") // steps queued (each under its condition)
 	AttrStepsLeased = attribute.Key("webhook.steps.leased") // steps planned and leased to this worker

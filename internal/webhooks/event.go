@@ -24,6 +24,14 @@ type Event struct {
 	BodyHash []byte
 	Via      Via
 
+	// Resent is the sender's own word, in what it signed, that this
+	// delivery is a later attempt of an event it sent before (see
+	// LikelyResent): the processor then looks the event up first, and a
+	// copy of a finished event is answered from that one read, without
+	// sending its body. A hint only: it chooses which of two correct paths
+	// runs first, and a wrong guess costs one round trip. Never stored.
+	Resent bool
+
 	// Payload is the provider's own decoding of Body, made once by Verify
 	// and read by Plan; nil for an event read back from the database, which
 	// Plan decodes itself. Never stored.
@@ -31,6 +39,21 @@ type Event struct {
 	// SecretIndex is the position, in the configured list, of the secret
 	// that verified the delivery. Never stored.
 	SecretIndex int
+}
+
+// ResendAge is how long after an event was created a sender must have
+// signed a delivery of it for the delivery to count as a resend. Stripe
+// and Paddle deliver an event seconds after it happened; their retries
+// come minutes to days later, each signed anew, and so do `stripe events
+// resend` and a dashboard's or API's replay.
+const ResendAge = time.Minute
+
+// LikelyResent reports whether a delivery signed at signedAt of an event
+// created at createdAt (both taken from what the sender signed) is likely
+// a resend: signed ResendAge or more after the event was created. A zero
+// createdAt (the event says nothing of when it happened) is no resend.
+func LikelyResent(signedAt, createdAt time.Time) bool {
+	return !createdAt.IsZero() && signedAt.Sub(createdAt) >= ResendAge
 }
 
 // Provider is one webhook sender. Adding a provider means implementing it

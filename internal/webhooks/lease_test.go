@@ -40,11 +40,14 @@ func (testProvider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Ev
 	if h.Get("X-Test-Signature") != "valid" {
 		return webhooks.Event{}, webhooks.Reject("no_valid_signature", nil)
 	}
-	var e struct{ ID string }
+	var e struct {
+		ID     string
+		Resent bool // the test's stand-in for a sender's signed hint (Stripe: t long after created)
+	}
 	if err := json.Unmarshal(body, &e); err != nil || e.ID == "" {
 		return webhooks.Event{}, webhooks.Reject("malformed_json", err)
 	}
-	return webhooks.Event{Source: "test", Key: e.ID, ID: e.ID, Type: "test.paid", Body: body}, nil
+	return webhooks.Event{Source: "test", Key: e.ID, ID: e.ID, Type: "test.paid", Body: body, Resent: e.Resent}, nil
 }
 
 func (testProvider) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
@@ -111,7 +114,19 @@ type answer struct {
 
 func (r *rig) deliver(t *testing.T, id string) answer {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(fmt.Sprintf(`{"id":%q}`, id)))
+	return r.post(t, id, fmt.Sprintf(`{"id":%q}`, id))
+}
+
+// resend delivers the event as a sender's retry: with the hint that has
+// the processor look it up first.
+func (r *rig) resend(t *testing.T, id string) answer {
+	t.Helper()
+	return r.post(t, id, fmt.Sprintf(`{"id":%q,"resent":true}`, id))
+}
+
+func (r *rig) post(t *testing.T, id, body string) answer {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, r.url, strings.NewReader(body))
 	req.Header.Set("X-Test-Signature", "valid")
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -237,6 +252,60 @@ func TestThreeOutcomes(t *testing.T) {
 		want(t, r.deliver(t, "evt_2"), 200)
 		if n := r.api.CountByKey(fulfillment.IdempotencyKey("evt_2/fulfillment")); n != 1 {
 			t.Errorf("fulfillment calls for evt_2 = %d, want 1", n)
+		}
+	})
+}
+
+// TestResentDeliveries: a delivery the sender marks as a resend is looked
+// up before it is claimed, and every outcome is the one the single
+// transaction gives: an unknown event is processed, a finished one is a
+// duplicate that repeats nothing, a fresh lease answers 503, and a dead
+// worker's steps are finished once its lease runs out.
+func TestResentDeliveries(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 2 * time.Second})
+	t.Run("NeverSeen", func(t *testing.T) {
+		a := r.resend(t, "evt_r1")
+		want(t, a, 200)
+		if !strings.Contains(a.body, `"processed"`) || r.orders(t) != 1 {
+			t.Fatalf("body %s, orders %d: want processed, one order", a.body, r.orders(t))
+		}
+		if len(r.smtp.Messages()) != 1 || len(r.api.Requests()) != 1 {
+			t.Fatalf("emails %d, fulfillment calls %d, want 1 and 1", len(r.smtp.Messages()), len(r.api.Requests()))
+		}
+	})
+	t.Run("Finished", func(t *testing.T) {
+		for range 3 {
+			a := r.resend(t, "evt_r1")
+			want(t, a, 200)
+			if !strings.Contains(a.body, `"duplicate"`) {
+				t.Errorf("body %s, want outcome duplicate", a.body)
+			}
+		}
+		want(t, r.deliver(t, "evt_r1"), 200)
+		if r.orders(t) != 1 || len(r.smtp.Messages()) != 1 || len(r.api.Requests()) != 1 {
+			t.Fatalf("a resend repeated work: orders %d, emails %d, calls %d", r.orders(t), len(r.smtp.Messages()), len(r.api.Requests()))
+		}
+	})
+	t.Run("WorkerDied", func(t *testing.T) {
+		r.crashAfterCommit(t, "evt_r2")
+		a := r.resend(t, "evt_r2")
+		want(t, a, 503)
+		if a.retryAfter == "" {
+			t.Error("503 without Retry-After")
+		}
+		if len(r.smtp.Messages()) != 1 || len(r.api.Requests()) != 1 {
+			t.Fatal("a step ran while another worker's lease was fresh")
+		}
+		r.waitLeaseExpired(t, "evt_r2")
+		want(t, r.resend(t, "evt_r2"), 200)
+		if st := r.step(t, "evt_r2/fulfillment"); st.Status != "done" || st.Attempts != 2 {
+			t.Errorf("fulfillment step = %+v, want done on attempt 2", st)
+		}
+		if n := r.api.CountByKey(fulfillment.IdempotencyKey("evt_r2/fulfillment")); n != 1 {
+			t.Errorf("fulfillment calls for evt_r2 = %d, want 1", n)
+		}
+		if r.orders(t) != 2 {
+			t.Errorf("orders %d, want 2", r.orders(t))
 		}
 	})
 }

@@ -106,6 +106,19 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 		telemetry.AttrSource.String(ev.Source), telemetry.AttrEventID.String(ev.ID), telemetry.AttrEventKey.String(ev.Key),
 		telemetry.AttrEventType.String(ev.Type), telemetry.AttrVia.String(string(via)))
 	defer func() { endProcess(span, res); span.End() }()
+	if ev.Resent {
+		// Likely a copy: read what became of the event before sending
+		// its claim, body and writes. Found, it is resumed from that one
+		// read; not found (the sender's first attempts never reached us),
+		// it is claimed as a new event below.
+		switch claims, err := p.lookup(ctx, ev.Key); {
+		case err != nil:
+			p.log.ErrorContext(ctx, "event not looked up", "error", err)
+			return Result{Outcome: OutcomeError, Err: err}
+		case claims.Status != "":
+			return p.resume(ctx, ev, claims)
+		}
+	}
 	var plan Plan
 	status, outcome, lastError := StatusDone, OutcomeProcessed, ""
 	switch err := prov.Plan(&ev, &plan); {
@@ -228,6 +241,27 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 		p.metrics.stepOutcome(ls.Name, StepSkipped)
 	}
 	return leased, true, claims, nil
+}
+
+// lookup reads an event's claims, its own and its steps', as committed:
+// one range scan of the primary key, in one round trip. Status is "" when
+// the event has no claim.
+func (p *Processor) lookup(ctx context.Context, key string) (claims eventClaims, err error) {
+	ctx, span := telemetry.Start(ctx, "webhook.lookup", trace.SpanKindInternal)
+	defer func() {
+		if span.IsRecording() {
+			span.SetAttributes(telemetry.AttrFound.Bool(claims.Status != ""))
+			if err != nil {
+				telemetry.Failed(span, telemetry.ErrorClass(err))
+			}
+		}
+		span.End()
+	}()
+	rows, err := p.pool.Query(ctx, readClaimsSQL, key)
+	if err == nil {
+		claims, err = scanEventClaims(rows)
+	}
+	return claims, dbError("read claims of "+key, err)
 }
 
 // resume handles an event claimed before, given its claims: it finishes

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,15 +22,16 @@ import (
 // roundTrips counts the writes a pool makes to its sockets: each is a
 // round trip to the server (a batch travels in one write; so do a prepare,
 // a deallocate, a query).
-type roundTrips struct{ n atomic.Int64 }
+type roundTrips struct{ n, bytes atomic.Int64 }
 
 type countingConn struct {
 	net.Conn
-	n *atomic.Int64
+	c *roundTrips
 }
 
 func (c countingConn) Write(b []byte) (int, error) {
-	c.n.Add(1)
+	c.c.n.Add(1)
+	c.c.bytes.Add(int64(len(b)))
 	return c.Conn.Write(b)
 }
 
@@ -38,7 +40,7 @@ func (c *roundTrips) dial(ctx context.Context, network, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	return countingConn{conn, &c.n}, nil
+	return countingConn{conn, c}, nil
 }
 
 // invoiceProvider writes an invoice and plans nothing: a database-only
@@ -53,7 +55,9 @@ func (invoiceProvider) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
 // TestNewEventOneRoundTrip: a new database-only event costs one round trip
 // (its claim, body, writes and commit travel together), a copy of it one,
 // and a new event with two steps one, plus one per step to record it; and
-// a copy costs the next events nothing (no statement re-prepared).
+// a copy costs the next events nothing (no statement re-prepared). A copy
+// the sender marks as a resend costs one round trip too, without its body:
+// the read of the event's claims.
 func TestNewEventOneRoundTrip(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
 	if err != nil {
@@ -71,18 +75,34 @@ func TestNewEventOneRoundTrip(t *testing.T) {
 	proc := webhooks.NewProcessor(pool, kinds(r.smtp.Addr(), r.api.URL()), webhooks.NewMetrics(prometheus.NewRegistry()),
 		slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), webhooks.Options{Lease: 5 * time.Minute})
 	ctx := context.Background()
+	// Bodies of 4 KB, as real events are: whether a body travels shows in
+	// the bytes written.
+	const bodySize = 4096
 	ev := func(id string) webhooks.Event {
-		return webhooks.Event{Source: "test", Key: id, ID: id, Type: "test.paid", Body: []byte(fmt.Sprintf(`{"id":%q}`, id))}
+		body := fmt.Appendf(nil, `{"id":%q,"pad":%q}`, id, strings.Repeat("x", bodySize))
+		return webhooks.Event{Source: "test", Key: id, ID: id, Type: "test.paid", Body: body}
 	}
-	measure := func(name string, prov planner, id string, want webhooks.Outcome, trips int64) {
+	var sent int64 // bytes written by the last measure
+	process := func(name string, prov planner, e webhooks.Event, want webhooks.Outcome, trips int64) {
 		t.Helper()
-		before := count.n.Load()
-		if res := proc.Process(ctx, planOnly{prov}, ev(id)); res.Outcome != want {
+		before, bytes := count.n.Load(), count.bytes.Load()
+		if res := proc.Process(ctx, planOnly{prov}, e); res.Outcome != want {
 			t.Fatalf("%s: %+v, want %s", name, res, want)
 		}
+		sent = count.bytes.Load() - bytes
 		if got := count.n.Load() - before; got != trips {
 			t.Errorf("%s: %d round trips, want %d", name, got, trips)
 		}
+	}
+	measure := func(name string, prov planner, id string, want webhooks.Outcome, trips int64) {
+		t.Helper()
+		process(name, prov, ev(id), want, trips)
+	}
+	resent := func(name string, prov planner, id string, want webhooks.Outcome, trips int64) {
+		t.Helper()
+		e := ev(id)
+		e.Resent = true
+		process(name, prov, e, want, trips)
 	}
 	// Warm the statement cache with one event of each shape, and a copy.
 	for _, w := range []struct {
@@ -91,11 +111,28 @@ func TestNewEventOneRoundTrip(t *testing.T) {
 	}{{invoiceProvider{}, "evt_warm1"}, {invoiceProvider{}, "evt_warm1"}, {testProvider{}, "evt_warm2"}} {
 		proc.Process(ctx, planOnly{w.prov}, ev(w.id))
 	}
+	warm := ev("evt_warm1")
+	warm.Resent = true
+	proc.Process(ctx, planOnly{invoiceProvider{}}, warm)
 	t.Run("NewDatabaseOnlyEvent", func(t *testing.T) {
 		measure("new invoice event", invoiceProvider{}, "evt_inv", webhooks.OutcomeProcessed, 1)
 	})
 	t.Run("CopyOfFinishedEvent", func(t *testing.T) {
 		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, 1)
+	})
+	t.Run("ResentCopyOfFinishedEvent", func(t *testing.T) {
+		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, 1)
+		copyBytes := sent
+		resent("resent copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, 1)
+		t.Logf("bytes written: copy %d, resent copy %d (body %d)", copyBytes, sent, bodySize)
+		if sent >= bodySize || copyBytes < bodySize {
+			t.Errorf("bytes written: copy %d, resent copy %d: want the body (%d bytes) sent by the copy only", copyBytes, sent, bodySize)
+		}
+	})
+	t.Run("ResentNewEvent", func(t *testing.T) {
+		// The hint was wrong: one round trip more, and processed.
+		resent("resent new event", invoiceProvider{}, "evt_inv_r", webhooks.OutcomeProcessed, 2)
+		resent("resent copy", invoiceProvider{}, "evt_inv_r", webhooks.OutcomeDuplicate, 1)
 	})
 	t.Run("NewEventWithTwoSteps", func(t *testing.T) {
 		measure("new paid event", testProvider{}, "evt_paid", webhooks.OutcomeProcessed, 1+2)

@@ -153,6 +153,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 		return webhooks.Event{}, err
 	}
 	ev.SecretIndex = matched
+	// Paddle signs every attempt and every replay anew: one signed long
+	// after the event occurred is a retry or a replay.
+	if at, err := time.Parse(time.RFC3339Nano, string(ev.Payload.(*notification).OccurredAt)); err == nil {
+		ev.Resent = webhooks.LikelyResent(time.Unix(sig.At, 0), at)
+	}
 	return ev, nil
 }
 
@@ -165,12 +170,27 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 // twice the time (BenchmarkDecode); and these cannot fail on a field
 // nobody reads. A test holds them to the SDK's types on every fixture.
 type notification struct {
-	EventID   string  `json:"event_id"`
-	EventType string  `json:"event_type"`
-	Data      *entity `json:"data"`
+	EventID   string `json:"event_id"`
+	EventType string `json:"event_type"`
+	// OccurredAt is when the event happened (RFC 3339), read only as a
+	// hint (see webhooks.LikelyResent).
+	OccurredAt occurredAt `json:"occurred_at"`
+	Data       *entity    `json:"data"`
 	// dataErr says why data could not be read into entity (a field of a
 	// type this receiver did not expect): Plan parks a handled event.
 	dataErr error
+}
+
+// occurredAt is a notification's occurred_at as sent, read only as a hint:
+// anything but a JSON string reads as "", and never fails the decode.
+type occurredAt string
+
+func (o *occurredAt) UnmarshalJSON(b []byte) error {
+	var s string
+	if jsonv2.Unmarshal(b, &s) == nil {
+		*o = occurredAt(s)
+	}
+	return nil
 }
 
 // entity is the part of a transaction or an adjustment the handlers read.
@@ -215,14 +235,15 @@ func Decode(body []byte) (webhooks.Event, error) {
 	n := new(notification)
 	if err := jsonv2.Unmarshal(body, n); err != nil {
 		var env struct {
-			EventID   string          `json:"event_id"`
-			EventType string          `json:"event_type"`
-			Data      json.RawMessage `json:"data"`
+			EventID    string          `json:"event_id"`
+			EventType  string          `json:"event_type"`
+			OccurredAt occurredAt      `json:"occurred_at"`
+			Data       json.RawMessage `json:"data"`
 		}
 		if jerr := jsonv2.Unmarshal(body, &env); jerr != nil {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", jerr)
 		}
-		n = &notification{EventID: env.EventID, EventType: env.EventType, dataErr: err}
+		n = &notification{EventID: env.EventID, EventType: env.EventType, OccurredAt: env.OccurredAt, dataErr: err}
 		if len(env.Data) > 0 && env.Data[0] == '{' {
 			n.Data = &entity{}
 		}

@@ -224,6 +224,27 @@ func TestVerify(t *testing.T) {
 			}
 		})
 	}
+	t.Run("ResentHint", func(t *testing.T) {
+		// The published example was signed 0.6 s before the event's
+		// occurred_at: a first attempt. Signed anew a minute or more
+		// later, it is a retry or a replay.
+		p := paddlehook.New([]string{sdkSecret}, paddlehook.DefaultTolerance)
+		for d, want := range map[time.Duration]bool{0: false, 30 * time.Second: false, 61 * time.Second: true, 72 * time.Hour: true} {
+			h := http.Header{}
+			h.Set(paddlehook.HeaderSignature, paddlehook.SignatureHeader([]byte(sdkPayload), sdkSigned.Add(d), sdkSecret))
+			ev, err := p.Verify(h, []byte(sdkPayload), sdkSigned.Add(d))
+			if err != nil || ev.Resent != want {
+				t.Errorf("signed %s after the example: Resent %v, %v; want %v", d, ev.Resent, err, want)
+			}
+		}
+		// An occurred_at of another type is no hint, and no error.
+		body := strings.Replace(sdkPayload, `"2024-03-20T10:07:35.590857Z"`, "17", 1)
+		h := http.Header{}
+		h.Set(paddlehook.HeaderSignature, paddlehook.SignatureHeader([]byte(body), sdkSigned.Add(time.Hour), sdkSecret))
+		if ev, err := p.Verify(h, []byte(body), sdkSigned.Add(time.Hour)); err != nil || ev.Resent {
+			t.Errorf("occurred_at 17: Resent %v, %v; want false, nil", ev.Resent, err)
+		}
+	})
 	t.Run("ToleranceFromItsVariable", func(t *testing.T) {
 		env := func(string) string { return "30s" }
 		p, err := paddlehook.Spec.New(webhooks.Settings{Secrets: []string{sdkSecret}, Env: env})

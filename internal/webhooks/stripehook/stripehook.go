@@ -92,10 +92,11 @@ func New(secrets []string) *Provider {
 // The rest (request, which old API versions send as a string;
 // previous_attributes; every other field) is skipped, never decoded.
 type envelope struct {
-	ID         string `json:"id"`
-	Object     string `json:"object"`
-	Type       string `json:"type"`
-	APIVersion string `json:"api_version"`
+	ID         string      `json:"id"`
+	Object     string      `json:"object"`
+	Type       string      `json:"type"`
+	APIVersion string      `json:"api_version"`
+	Created    unixSeconds `json:"created"`
 	Data       *struct {
 		Object *dataObject `json:"object"`
 	} `json:"data"`
@@ -109,10 +110,11 @@ type envelope struct {
 // rawEnvelope is the envelope with data.object unread: what Decode falls
 // back to when data.object's fields are not what the handlers expect.
 type rawEnvelope struct {
-	ID         string `json:"id"`
-	Object     string `json:"object"`
-	Type       string `json:"type"`
-	APIVersion string `json:"api_version"`
+	ID         string      `json:"id"`
+	Object     string      `json:"object"`
+	Type       string      `json:"type"`
+	APIVersion string      `json:"api_version"`
+	Created    unixSeconds `json:"created"`
 	Data       *struct {
 		Object json.RawMessage `json:"object"`
 	} `json:"data"`
@@ -152,6 +154,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 		return webhooks.Event{}, err
 	}
 	ev.SecretIndex = matched
+	// Stripe signs every attempt anew: an attempt signed long after the
+	// event was created is a retry or a resend.
+	if env := ev.Payload.(*envelope); env.Created > 0 {
+		ev.Resent = webhooks.LikelyResent(signedAt, time.Unix(int64(env.Created), 0))
+	}
 	return ev, nil
 }
 
@@ -168,7 +175,8 @@ func Decode(body []byte) (webhooks.Event, error) {
 		if rerr := decodeOne(body, raw); rerr != nil {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", rerr)
 		}
-		*env = envelope{ID: raw.ID, Object: raw.Object, Type: raw.Type, APIVersion: raw.APIVersion, objectErr: err}
+		*env = envelope{ID: raw.ID, Object: raw.Object, Type: raw.Type, APIVersion: raw.APIVersion, Created: raw.Created,
+			objectErr: err}
 		hasObject = raw.Data != nil && len(raw.Data.Object) > 0 && string(raw.Data.Object) != "null"
 	} else {
 		hasObject = env.Data != nil && env.Data.Object != nil
@@ -241,6 +249,18 @@ type dataObject struct {
 	BillingDetails *struct {
 		Email *string `json:"email"`
 	} `json:"billing_details"`
+}
+
+// unixSeconds is an event's created, read only as a hint (see
+// webhooks.LikelyResent): anything but an integer reads as 0, and never
+// fails the decode.
+type unixSeconds int64
+
+func (u *unixSeconds) UnmarshalJSON(b []byte) error {
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*u = unixSeconds(n)
+	}
+	return nil
 }
 
 // expandable is a Stripe reference that is an id, an expanded object with
