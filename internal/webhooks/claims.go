@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -61,9 +62,12 @@ func leaseExpired(param string) string {
 // eventRows selects every row of the event whose key is param, its own and
 // its steps', as one range of the primary key (keys compare bytewise: '/'
 // sorts just before '0').
-func eventRows(param string) string {
-	return `event_key >= ` + param + ` AND event_key < ` + param + ` || '0' AND (event_key = ` + param +
-		` OR starts_with(event_key, ` + param + ` || '/'))`
+func eventRows(param string) string { return eventRowsOf("event_key", param) }
+
+// eventRowsOf is eventRows for the key column col.
+func eventRowsOf(col, key string) string {
+	return col + ` >= ` + key + ` AND ` + col + ` < ` + key + ` || '0' AND (` + col + ` = ` + key +
+		` OR starts_with(` + col + `, ` + key + ` || '/'))`
 }
 
 // claimSQL is the dedupe claim of the single-transaction pattern, with the
@@ -111,11 +115,29 @@ func claimArgs(ev Event, status ClaimStatus, outcome Outcome, lastError string) 
 		string(outcome), string(via), lastError}
 }
 
+// MaxSteps bounds the steps one event may plan (the processor refuses a
+// plan with more), so that reading an event's claims is bounded too.
+const MaxSteps = 100
+
 // readClaimsSQL reads every claim of an event, as committed: how a copy of
-// an event learns what became of it, with one index range scan.
+// an event learns what became of it. The event's own row is found by its
+// key, then its rows (its own and its steps') by one bounded scan of the
+// primary key from there. Written so, the statement's plan does not depend
+// on the key: PostgreSQL plans it once per connection and keeps it. (With
+// the key's range written against the parameter, as eventRows does, a
+// generic plan cannot know how narrow the range is, so PostgreSQL plans
+// the statement anew at every execution: about twice its cost.) An event
+// without its own row reads as no claims.
 var readClaimsSQL = `
-SELECT event_key, kind, status, coalesce(step, ''), coalesce(step_kind, ''), payload
-FROM processed_events WHERE ` + eventRows("$1")
+SELECT s.event_key, s.kind, s.status, coalesce(s.step, ''), coalesce(s.step_kind, ''), s.payload
+FROM processed_events e
+CROSS JOIN LATERAL (
+    SELECT * FROM processed_events s
+    WHERE ` + eventRowsOf("s.event_key", "e.event_key") + `
+    ORDER BY s.event_key
+    LIMIT ` + strconv.Itoa(MaxSteps+1) + `
+) s
+WHERE e.event_key = $1`
 
 // eventClaims are an event's own claim and its steps' claims.
 type eventClaims struct {

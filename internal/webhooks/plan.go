@@ -62,6 +62,16 @@ func (p *Plan) Steps() []Step {
 	return out
 }
 
+func (p *Plan) stepCount() int {
+	n := 0
+	for _, it := range p.items {
+		if it.step != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // Len is the number of writes and steps queued.
 func (p *Plan) Len() int { return len(p.items) }
 

@@ -163,6 +163,9 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	ctx, span := telemetry.Start(ctx, "webhook.transaction", trace.SpanKindInternal)
 	defer func() { endTransaction(span, plan, claimed, len(leased), err); span.End() }()
 	var skipped []leasedStep
+	if n := plan.stepCount(); n > MaxSteps {
+		return nil, false, claims, fmt.Errorf("event %s plans %d steps, more than the %d an event may have", ev.Key, n, MaxSteps)
+	}
 	b := &pgx.Batch{}
 	b.Queue(claim, claimArgs...)
 	b.Queue(readClaimsSQL, ev.Key)

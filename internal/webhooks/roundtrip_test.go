@@ -156,3 +156,97 @@ func (planOnly) Verify(http.Header, []byte, time.Time) (webhooks.Event, error) {
 	return webhooks.Event{}, nil
 }
 func (o planOnly) Plan(ev *webhooks.Event, p *webhooks.Plan) error { return o.p.Plan(ev, p) }
+
+// TestStatementsPlannedOnce: PostgreSQL plans each statement of an event's
+// transaction, and the read of a resend's claims, once per connection and
+// then reuses the plan (pg_prepared_statements counts a generic plan per
+// execution), instead of planning it anew at every execution as it does
+// for a statement whose best plan depends on its parameters.
+func TestStatementsPlannedOnce(t *testing.T) {
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1 // the statements and pg_prepared_statements on one connection
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	proc := webhooks.NewProcessor(pool, webhooks.StepKinds{}, webhooks.NewMetrics(prometheus.NewRegistry()),
+		slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), webhooks.Options{})
+	ctx := context.Background()
+	// On a small table any plan is cheap; at 50,000 rows a plan that
+	// cannot see the key's range is no longer one.
+	if _, err := pool.Exec(ctx, `
+INSERT INTO processed_events (event_key, source, status, kind, event_type, body)
+SELECT 'evt_fill_' || g, 'test', 'done', 'event', 'test.paid', '{}' FROM generate_series(1, 50000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `ANALYZE processed_events`); err != nil {
+		t.Fatal(err)
+	}
+	const events = 20
+	for i := range events {
+		id := fmt.Sprintf("evt_plan_%02d", i)
+		e := webhooks.Event{Source: "test", Key: id, ID: id, Type: "test.paid", Body: []byte(`{}`)}
+		for _, resent := range []bool{false, false, true} { // new, copy, resent copy
+			e.Resent = resent
+			if res := proc.Process(ctx, planOnly{invoiceProvider{}}, e); res.Outcome == webhooks.OutcomeError {
+				t.Fatal(res.Err)
+			}
+		}
+	}
+	rows, err := pool.Query(ctx, `
+SELECT left(regexp_replace(statement, '\s+', ' ', 'g'), 60), generic_plans, custom_plans
+FROM pg_prepared_statements WHERE statement !~ 'pg_prepared_statements'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	n := 0
+	for rows.Next() {
+		var stmt string
+		var generic, custom int64
+		if err := rows.Scan(&stmt, &generic, &custom); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		t.Logf("%-60s generic %3d custom %3d", stmt, generic, custom)
+		// PostgreSQL tries 5 custom plans before it compares.
+		if custom > 5 {
+			t.Errorf("%s: planned anew %d times in %d events", stmt, custom, events)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n < 3 {
+		t.Fatalf("%d prepared statements, want the claim, the claims read and the invoice's", n)
+	}
+}
+
+// manySteps plans more steps than an event may have.
+type manySteps struct{}
+
+func (manySteps) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
+	for i := range webhooks.MaxSteps + 1 {
+		p.Step(webhooks.Step{Name: fmt.Sprintf("s%d", i), Kind: "fulfillment", Payload: []byte(`{}`)})
+	}
+	return nil
+}
+
+// TestTooManySteps: a plan of more than MaxSteps steps (which the read of
+// an event's claims could not see whole) is refused, and nothing is written.
+func TestTooManySteps(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	e := r.event("evt_many")
+	res := r.proc.Process(context.Background(), planOnly{manySteps{}}, e)
+	if res.Outcome != webhooks.OutcomeError || res.Err == nil || !strings.Contains(res.Err.Error(), "more than the 100") {
+		t.Fatalf("%+v, want an error naming the bound", res)
+	}
+	var n int
+	if err := r.pool.QueryRow(context.Background(), `SELECT count(*) FROM processed_events`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows written (%v), want none", n, err)
+	}
+}
