@@ -2,7 +2,7 @@
 -- for statement as the core sends it (internal/webhooks: Processor.commit
 -- with claimSQL and readClaimsSQL; internal/invoices EnsurePending, whose
 -- insert is conditional on receiver_claimed()): the claim with the stored
--- body, the event's claims (one primary-key range), the invoice, in one
+-- body, the event's claims (read only for a copy: a one-time filter for a new event), the invoice, in one
 -- pipeline ending in one Sync: one round trip and one implicit
 -- transaction, as pgx sends a batch.
 -- (DESIGN.md writes BEGIN and COMMIT around them; the code needs neither.)
@@ -26,8 +26,9 @@ WITH claim AS (
 SELECT set_config('receiver.claim', 'yes', true) FROM claim;
 SELECT event_key, kind, status, coalesce(step, ''), coalesce(step_kind, ''), payload
 FROM processed_events
-WHERE event_key >= 'evt_pga' || :r AND event_key < 'evt_pga' || :r || '0'
-  AND (event_key = 'evt_pga' || :r OR starts_with(event_key, 'evt_pga' || :r || '/'));
+WHERE event_key >= (SELECT 'evt_pga' || :r) AND event_key < (SELECT 'evt_pga' || :r || '0') AND NOT receiver_claimed()
+ORDER BY event_key
+LIMIT 101;
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
 SELECT 'in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', '') WHERE receiver_claimed()
 ON CONFLICT (stripe_invoice_id) DO NOTHING;

@@ -119,25 +119,37 @@ func claimArgs(ev Event, status ClaimStatus, outcome Outcome, lastError string) 
 // plan with more), so that reading an event's claims is bounded too.
 const MaxSteps = 100
 
-// readClaimsSQL reads every claim of an event, as committed: how a copy of
-// an event learns what became of it. The event's own row is found by its
-// key, then its rows (its own and its steps') by one bounded scan of the
-// primary key from there. Written so, the statement's plan does not depend
-// on the key: PostgreSQL plans it once per connection and keeps it. (With
-// the key's range written against the parameter, as eventRows does, a
-// generic plan cannot know how narrow the range is, so PostgreSQL plans
-// the statement anew at every execution: about twice its cost.) An event
-// without its own row reads as no claims.
-var readClaimsSQL = `
-SELECT s.event_key, s.kind, s.status, coalesce(s.step, ''), coalesce(s.step_kind, ''), s.payload
-FROM processed_events e
-CROSS JOIN LATERAL (
-    SELECT * FROM processed_events s
-    WHERE ` + eventRowsOf("s.event_key", "e.event_key") + `
-    ORDER BY s.event_key
-    LIMIT ` + strconv.Itoa(MaxSteps+1) + `
-) s
-WHERE e.event_key = $1`
+// readClaimsSQL reads the claims of an event, as committed: how a copy of
+// an event learns what became of it. It is one scan of the primary key
+// over the event's range (its own row, "<key>", then its steps',
+// "<key>/<step>"), in key order and bounded by MaxSteps; scanEventClaims
+// drops any other key the range holds (one that extends the event's key
+// with a byte below '0' other than '/').
+//
+// The range's bounds are the parameter behind a sub-select, which
+// PostgreSQL evaluates once at execution: neither a generic nor a custom
+// plan can see the key, so the two plans are the same and the statement is
+// planned once per connection. (With the bounds written against the
+// parameter itself, as eventRows does, the custom plan for a known key is
+// so much cheaper than a generic one that PostgreSQL plans the statement
+// anew at every execution: about twice its cost.) Under the limit, an
+// index scan is the plan once the table is large.
+var readClaimsSQL = claimsRange + claimsOrder
+
+// copyClaimsSQL is readClaimsSQL as an event's transaction sends it, after
+// the claim: it reads only when the claim found the event claimed before
+// (a copy), and is a one-time filter for a new event, whose claims the
+// processor does not need.
+var copyClaimsSQL = claimsRange + ` AND NOT receiver_claimed()` + claimsOrder
+
+const claimsRange = `
+SELECT event_key, kind, status, coalesce(step, ''), coalesce(step_kind, ''), payload
+FROM processed_events
+WHERE event_key >= (SELECT $1::text) AND event_key < (SELECT $1::text || '0')`
+
+var claimsOrder = `
+ORDER BY event_key
+LIMIT ` + strconv.Itoa(MaxSteps+1)
 
 // eventClaims are an event's own claim and its steps' claims.
 type eventClaims struct {
@@ -153,7 +165,8 @@ type storedStep struct {
 	Payload json.RawMessage
 }
 
-func scanEventClaims(rows pgx.Rows) (eventClaims, error) {
+// scanEventClaims reads the rows of readClaimsSQL for the event key.
+func scanEventClaims(rows pgx.Rows, key string) (eventClaims, error) {
 	defer rows.Close()
 	var ec eventClaims
 	for rows.Next() {
@@ -161,6 +174,9 @@ func scanEventClaims(rows pgx.Rows) (eventClaims, error) {
 		var kind string
 		if err := rows.Scan(&ss.Key, &kind, &ss.Status, &ss.Name, &ss.Kind, &ss.Payload); err != nil {
 			return eventClaims{}, err
+		}
+		if ss.Key != key && !(len(ss.Key) > len(key) && ss.Key[len(key)] == '/' && ss.Key[:len(key)] == key) {
+			continue // another event's key in the range
 		}
 		if kind == "event" {
 			ec.Status = ss.Status

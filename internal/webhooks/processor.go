@@ -168,7 +168,7 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	}
 	b := &pgx.Batch{}
 	b.Queue(claim, claimArgs...)
-	b.Queue(readClaimsSQL, ev.Key)
+	b.Queue(copyClaimsSQL, ev.Key)
 	tp := traceparent(ctx)
 	for _, it := range plan.items {
 		if it.step == nil {
@@ -210,7 +210,7 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	}
 	rows, err := br.Query()
 	if err == nil {
-		claims, err = scanEventClaims(rows)
+		claims, err = scanEventClaims(rows, ev.Key)
 	}
 	if err != nil {
 		return nil, false, eventClaims{}, dbError("read claims of "+ev.Key, err)
@@ -262,7 +262,7 @@ func (p *Processor) lookup(ctx context.Context, key string) (claims eventClaims,
 	}()
 	rows, err := p.pool.Query(ctx, readClaimsSQL, key)
 	if err == nil {
-		claims, err = scanEventClaims(rows)
+		claims, err = scanEventClaims(rows, key)
 	}
 	return claims, dbError("read claims of "+key, err)
 }

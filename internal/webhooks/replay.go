@@ -54,7 +54,7 @@ func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (res Re
 	if err != nil {
 		return Result{}, dbError("read claims of "+ev.Key, err)
 	}
-	claims, err := scanEventClaims(rows)
+	claims, err := scanEventClaims(rows, ev.Key)
 	if err != nil {
 		return Result{}, dbError("read claims of "+ev.Key, err)
 	}

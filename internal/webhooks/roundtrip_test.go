@@ -250,3 +250,28 @@ func TestTooManySteps(t *testing.T) {
 		t.Fatalf("%d rows written (%v), want none", n, err)
 	}
 }
+
+// TestClaimsOfThisEventOnly: the read of an event's claims scans the
+// primary key from its key, where another event's key that extends it
+// ("evt_pre-x" after "evt_pre") may lie; that event's state is not taken
+// for this one's.
+func TestClaimsOfThisEventOnly(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	ctx := context.Background()
+	if _, err := r.pool.Exec(ctx, `
+INSERT INTO processed_events (event_key, source, status, kind, event_type, body, last_error)
+VALUES ('evt_pre-x', 'test', 'parked', 'event', 'test.paid', '{}', 'parked on purpose'),
+       ('evt_pre.y', 'test', 'parked', 'event', 'test.paid', '{}', 'parked on purpose')`); err != nil {
+		t.Fatal(err)
+	}
+	e := r.event("evt_pre")
+	if res := r.proc.Process(ctx, planOnly{invoiceProvider{}}, e); res.Outcome != webhooks.OutcomeProcessed {
+		t.Fatalf("new: %+v", res)
+	}
+	for _, resent := range []bool{false, true} {
+		e.Resent = resent
+		if res := r.proc.Process(ctx, planOnly{invoiceProvider{}}, e); res.Outcome != webhooks.OutcomeDuplicate {
+			t.Errorf("copy (resent %v): %+v, want duplicate", resent, res)
+		}
+	}
+}
