@@ -1,11 +1,11 @@
 -- (a) The receiver's transaction for a new invoice.created event, statement
 -- for statement as the core sends it (internal/webhooks: Processor.commit
--- with claimSQL and readClaimsSQL; internal/invoices EnsurePending, whose
+-- with claimSQL and copyClaimsSQL; internal/invoices EnsurePending, whose
 -- insert is conditional on receiver_claimed()): the claim with the stored
 -- body, the event's claims (read only for a copy: a one-time filter for a new event), the invoice, in one
 -- pipeline ending in one Sync: one round trip and one implicit
 -- transaction, as pgx sends a batch.
--- (DESIGN.md writes BEGIN and COMMIT around them; the code needs neither.)
+-- (No BEGIN or COMMIT: the pipeline's one Sync makes it one transaction.)
 -- An invoice.created plans no steps, so no step INSERT is sent. Keep this
 -- file in step with that code when its SQL moves.
 --
