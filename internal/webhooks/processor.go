@@ -260,10 +260,16 @@ func (p *Processor) lookup(ctx context.Context, key string) (claims eventClaims,
 		}
 		span.End()
 	}()
+	return p.readClaims(ctx, key)
+}
+
+// readClaims reads an event's claims with readClaimsSQL.
+func (p *Processor) readClaims(ctx context.Context, key string) (eventClaims, error) {
 	rows, err := p.pool.Query(ctx, readClaimsSQL, key)
-	if err == nil {
-		claims, err = scanEventClaims(rows, key)
+	if err != nil {
+		return eventClaims{}, dbError("read claims of "+key, err)
 	}
+	claims, err := scanEventClaims(rows, key)
 	return claims, dbError("read claims of "+key, err)
 }
 

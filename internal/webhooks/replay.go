@@ -50,13 +50,9 @@ func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (res Re
 		span.End()
 	}()
 	ctx = withRunner(ctx, "replay")
-	rows, err := p.pool.Query(ctx, readClaimsSQL, ev.Key)
+	claims, err := p.readClaims(ctx, ev.Key)
 	if err != nil {
-		return Result{}, dbError("read claims of "+ev.Key, err)
-	}
-	claims, err := scanEventClaims(rows, ev.Key)
-	if err != nil {
-		return Result{}, dbError("read claims of "+ev.Key, err)
+		return Result{}, err
 	}
 	if claims.Status == "" {
 		return Result{}, fmt.Errorf("replay %s: %w", ev.Key, ErrNotFound)
