@@ -1,6 +1,8 @@
 package webhooks
 
 import (
+	"encoding/json/jsontext"
+	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
 	"net/http"
@@ -118,3 +120,22 @@ func Quote(s string, max int) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+// UnmarshalSigned decodes a verified body, or a part of one, into v: the
+// one decoder of event bodies, for every provider. A verified body is what
+// its sender sent, byte for byte (and a stored or fetched one was verified
+// or came over TLS from the provider's API), so json/v2's check for
+// duplicate member names, which encoding/json never made, is left out: it
+// tracks every name of every object, skipped ones too, and was half the
+// decode of a 5.9 KB invoice.paid (21 µs against 10). A name that does
+// repeat reads as its last value, as PostgreSQL's jsonb reads it.
+func UnmarshalSigned(b []byte, v any) error {
+	return jsonv2.Unmarshal(b, v, signedBody)
+}
+
+// ValidSigned reports whether b is JSON as UnmarshalSigned reads it: what
+// tells a body that is no JSON from one whose fields are not of the
+// expected types.
+func ValidSigned(b []byte) bool { return jsontext.Value(b).IsValid(signedBody) }
+
+var signedBody = jsontext.AllowDuplicateNames(true)

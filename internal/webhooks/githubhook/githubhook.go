@@ -22,7 +22,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/json/jsontext"
-	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
 	"mime"
@@ -268,9 +267,9 @@ func present(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != "
 func agree(typ, hookID string, payload []byte) (*shape, error) {
 	var s shape
 	// One pass: the JSON is checked whole, and the top level read.
-	if err := jsonv2.Unmarshal(payload, &s); err != nil {
+	if err := webhooks.UnmarshalSigned(payload, &s); err != nil {
 		var syntax *jsontext.SyntacticError
-		if errors.As(err, &syntax) || !jsontext.Value(payload).IsValid() {
+		if errors.As(err, &syntax) || !webhooks.ValidSigned(payload) {
 			return nil, webhooks.Reject("malformed_json", fmt.Errorf("payload is not a JSON object: %w", err))
 		}
 		// Valid JSON whose fields cannot be read: Plan parks it.

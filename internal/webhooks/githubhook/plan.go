@@ -2,7 +2,6 @@ package githubhook
 
 import (
 	"encoding/json"
-	jsonv2 "encoding/json/v2"
 	"fmt"
 	"strconv"
 	"strings"
@@ -65,14 +64,14 @@ func top(ev *webhooks.Event) (*shape, error) {
 		return s, nil
 	}
 	var s shape
-	if err := jsonv2.Unmarshal(ev.Body, &s); err != nil {
+	if err := webhooks.UnmarshalSigned(ev.Body, &s); err != nil {
 		return nil, webhooks.Unprocessable("%s %s: %v", ev.Type, ev.ID, err)
 	}
 	return &s, nil
 }
 
 func decode(ev *webhooks.Event, raw json.RawMessage, v any) error {
-	if err := jsonv2.Unmarshal(raw, v); err != nil {
+	if err := webhooks.UnmarshalSigned(raw, v); err != nil {
 		return webhooks.Unprocessable("%s %s: %v", ev.Type, ev.ID, err)
 	}
 	return nil

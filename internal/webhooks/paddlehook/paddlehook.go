@@ -233,14 +233,14 @@ func (c *customData) UnmarshalJSON(b []byte) error {
 // a notification.
 func Decode(body []byte) (webhooks.Event, error) {
 	n := new(notification)
-	if err := jsonv2.Unmarshal(body, n); err != nil {
+	if err := webhooks.UnmarshalSigned(body, n); err != nil {
 		var env struct {
 			EventID    string          `json:"event_id"`
 			EventType  string          `json:"event_type"`
 			OccurredAt occurredAt      `json:"occurred_at"`
 			Data       json.RawMessage `json:"data"`
 		}
-		if jerr := jsonv2.Unmarshal(body, &env); jerr != nil {
+		if jerr := webhooks.UnmarshalSigned(body, &env); jerr != nil {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", jerr)
 		}
 		n = &notification{EventID: env.EventID, EventType: env.EventType, OccurredAt: env.OccurredAt, dataErr: err}

@@ -47,3 +47,24 @@ func TestResentHint(t *testing.T) {
 		})
 	}
 }
+
+// TestRepeatedNames: a signed body whose objects repeat a member name is
+// the sender's own (nothing unsigned can add one): it verifies, and each
+// repeated name reads as its last value, as PostgreSQL's jsonb reads it.
+func TestRepeatedNames(t *testing.T) {
+	const secret = "whsec_repeated_names"
+	p := stripehook.New([]string{secret})
+	body := []byte(`{"id":"evt_first","object":"event","type":"customer.created","id":"evt_repeated",` +
+		`"data":{"object":{"id":"in_1","amount_due":1,"lines":{"data":[{"id":"il_1","id":"il_2"}]}}},` +
+		`"type":"invoice.created","created":1764460800}`)
+	now := time.Unix(1764460800, 0)
+	h := http.Header{}
+	h.Set("Stripe-Signature", stripehook.SignatureHeader(body, secret, now))
+	ev, err := p.Verify(h, body, now)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if ev.ID != "evt_repeated" || ev.Key != "evt_repeated" || ev.Type != "invoice.created" {
+		t.Errorf("id %q, key %q, type %q: want the last of each, evt_repeated and invoice.created", ev.ID, ev.Key, ev.Type)
+	}
+}

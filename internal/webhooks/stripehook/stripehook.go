@@ -168,11 +168,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 func Decode(body []byte) (webhooks.Event, error) {
 	env := new(envelope)
 	hasObject := false
-	if err := decodeOne(body, env); err != nil {
+	if err := webhooks.UnmarshalSigned(body, env); err != nil {
 		// Either the body is no JSON object, or a field of data.object is
 		// not of the type a handler reads: tell them apart.
 		raw := new(rawEnvelope)
-		if rerr := decodeOne(body, raw); rerr != nil {
+		if rerr := webhooks.UnmarshalSigned(body, raw); rerr != nil {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", rerr)
 		}
 		*env = envelope{ID: raw.ID, Object: raw.Object, Type: raw.Type, APIVersion: raw.APIVersion, Created: raw.Created,
@@ -198,11 +198,6 @@ func Decode(body []byte) (webhooks.Event, error) {
 		Body:       body,
 		Payload:    env,
 	}, nil
-}
-
-// decodeOne decodes one JSON value, and nothing after it, into v.
-func decodeOne(body []byte, v any) error {
-	return jsonv2.Unmarshal(body, v)
 }
 
 // object returns the event's data.object as Verify decoded it (or decodes a

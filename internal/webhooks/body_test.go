@@ -1,0 +1,84 @@
+package webhooks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReadBody: a body of declared length is read into one buffer of that
+// size; a chunked one whole; one over the limit or cut short is an error.
+func TestReadBody(t *testing.T) {
+	const limit = 8 << 10
+	type got struct {
+		body []byte
+		cap  int
+		err  error
+	}
+	results := make(chan got, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+		results <- got{b, cap(b), err}
+	}))
+	defer srv.Close()
+	body := bytes.Repeat([]byte("0123456789abcdef"), 360) // 5,760 bytes
+
+	t.Run("DeclaredLength", func(t *testing.T) {
+		resp, err := http.Post(srv.URL, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		g := <-results
+		if g.err != nil || !bytes.Equal(g.body, body) || g.cap != len(body) {
+			t.Errorf("read %d bytes (cap %d), err %v: want the %d bytes in a buffer of that size", len(g.body), g.cap, g.err, len(body))
+		}
+	})
+	t.Run("Chunked", func(t *testing.T) {
+		// An io.Reader of unknown length: the client sends it chunked.
+		resp, err := http.Post(srv.URL, "application/json", io.MultiReader(bytes.NewReader(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if g := <-results; g.err != nil || !bytes.Equal(g.body, body) {
+			t.Errorf("read %d bytes, err %v: want the %d bytes", len(g.body), g.err, len(body))
+		}
+	})
+	t.Run("ChunkedOverTheLimit", func(t *testing.T) {
+		big := bytes.Repeat(body, 2)
+		resp, err := http.Post(srv.URL, "application/json", io.MultiReader(bytes.NewReader(big)))
+		if err == nil {
+			resp.Body.Close()
+		}
+		var tooLarge *http.MaxBytesError
+		if g := <-results; !errors.As(g.err, &tooLarge) {
+			t.Errorf("err %v: want *http.MaxBytesError", g.err)
+		}
+	})
+	t.Run("CutShort", func(t *testing.T) {
+		conn, err := net.Dial("tcp", strings.TrimPrefix(srv.URL, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+			len(body), body[:100])
+		conn.(*net.TCPConn).CloseWrite()
+		defer conn.Close()
+		select {
+		case g := <-results:
+			if g.err == nil {
+				t.Errorf("read %d bytes of a body declared %d and cut at 100, no error", len(g.body), len(body))
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("no result")
+		}
+	})
+}
