@@ -272,3 +272,19 @@ func errOrStatus(err error, res response) error {
 	}
 	return statusError{res}
 }
+
+// TestGCPercent: the receiver runs its collector at GOGC=200 unless GOGC is
+// set, and then at what GOGC says (go_gc_gogc_percent, the runtime's own
+// figure, on /metrics).
+func TestGCPercent(t *testing.T) {
+	w := newWorld(t)
+	for _, c := range []struct{ gogc, want string }{{"", "200"}, {"150", "150"}} {
+		p := startReceiver(t, "receiver-gogc-"+c.gogc, w.env("GOGC", c.gogc))
+		got := sample(metricsOf(t, p.URL+"/metrics").Text, "go_gc_gogc_percent")
+		t.Logf("GOGC=%q: go_gc_gogc_percent %s", c.gogc, got)
+		if got != c.want {
+			t.Errorf("GOGC=%q: go_gc_gogc_percent %q, want %s", c.gogc, got, c.want)
+		}
+		p.Kill()
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 
@@ -22,7 +23,22 @@ import (
 	"github.com/paywebhooks/receiver/internal/server"
 )
 
+// gcPercent is the collector's target when GOGC is not set. The
+// receiver's live heap is a few MB (about 3 under load), so at Go's default
+// of 100 the collector runs each time a few MB are allocated, some 15 times
+// a second at 1,500 new 5 KB events a second, and was the largest single
+// difference between the receiver's CPU per event and the copied
+// snippet's. At 200 it runs half as often: about 30 µs less CPU per new
+// event (BENCHMARKS.md), for a heap that may grow to three times the live
+// one between collections, a few MB here, well inside the 100 MiB the
+// receiver keeps to at 256 deliveries in flight. GOGC (and GOMEMLIMIT),
+// when set, are the runtime's as usual.
+const gcPercent = 200
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
