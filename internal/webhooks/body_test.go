@@ -2,9 +2,11 @@ package webhooks
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -81,4 +83,52 @@ func TestReadBody(t *testing.T) {
 			t.Fatal("no result")
 		}
 	})
+}
+
+// TestMediaType: MediaType reads every Content-Type as mime.ParseMediaType
+// does, and the forms senders use without allocating.
+func TestMediaType(t *testing.T) {
+	for _, ct := range []string{
+		"application/json", "application/json; charset=utf-8", "application/x-www-form-urlencoded",
+		"Application/JSON", "application/json;charset=utf-8", "application/json; charset=UTF-8",
+		"application/json; charset=utf-8; x=1", "application/json ;", "text/plain", "", "application/",
+		"application/json; charset", "multipart/form-data; boundary=x",
+	} {
+		want, _, wantErr := mime.ParseMediaType(ct)
+		got, err := MediaType(ct)
+		if got != want || (err == nil) != (wantErr == nil) {
+			t.Errorf("MediaType(%q) = %q, %v; mime.ParseMediaType: %q, %v", ct, got, err, want, wantErr)
+		}
+	}
+	for _, ct := range []string{"application/json", "application/json; charset=utf-8"} {
+		if n := testing.AllocsPerRun(100, func() { _, _ = MediaType(ct) }); n != 0 {
+			t.Errorf("MediaType(%q): %.0f allocations, want 0", ct, n)
+		}
+	}
+}
+
+// TestAnswerJSON: a delivery's answer is the JSON encoding/json writes for
+// it, whatever its event id holds.
+func TestAnswerJSON(t *testing.T) {
+	for _, r := range []response{
+		{Outcome: "duplicate", Event: "evt_1NXhcZ2eZvKYlo2C0Bm6PK0U"},
+		{Outcome: "rejected", Reason: "no_valid_signature"},
+		{Outcome: "processed", Event: `quote " backslash \ <html> & tab` + "\t nul \x00 é 💳"},
+		{Outcome: "processed", Event: "invalid \xff utf-8"},
+		{Outcome: "parked"},
+	} {
+		want, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := r.appendJSON(nil)
+		var a, b response
+		if err := json.Unmarshal(got, &a); err != nil {
+			t.Fatalf("%q: %v", got, err)
+		}
+		_ = json.Unmarshal(want, &b)
+		if a != b || got[len(got)-1] != '\n' {
+			t.Errorf("appendJSON: %q reads as %+v; encoding/json: %s, %+v", got, a, want, b)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
+	"mime"
 	"net/http"
 	"time"
 )
@@ -139,3 +140,18 @@ func UnmarshalSigned(b []byte, v any) error {
 func ValidSigned(b []byte) bool { return jsontext.Value(b).IsValid(signedBody) }
 
 var signedBody = jsontext.AllowDuplicateNames(true)
+
+// MediaType is mime.ParseMediaType's media type of a Content-Type header,
+// without its parameters, and without building their map for the forms
+// senders use (application/json, with or without "; charset=utf-8"): what a
+// provider that looks at Content-Type checks it with.
+func MediaType(contentType string) (string, error) {
+	switch contentType {
+	case "application/json", "application/json; charset=utf-8":
+		return "application/json", nil
+	case "application/x-www-form-urlencoded":
+		return contentType, nil
+	}
+	mt, _, err := mime.ParseMediaType(contentType)
+	return mt, err
+}

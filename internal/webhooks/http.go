@@ -2,7 +2,7 @@ package webhooks
 
 import (
 	"context"
-	"encoding/json"
+	"encoding/json/jsontext"
 	"errors"
 	"io"
 	"log/slog"
@@ -167,10 +167,25 @@ func (d *delivery) reject(ctx context.Context, status int, reason string, err er
 }
 
 func (d *delivery) answer(status int, r response) {
-	b, _ := json.Marshal(r)
 	d.w.Header().Set("Content-Type", "application/json")
 	d.w.WriteHeader(status)
-	_, _ = d.w.Write(append(b, '\n'))
+	_, _ = d.w.Write(r.appendJSON(make([]byte, 0, 48+len(r.Event)+len(r.Reason))))
+}
+
+// appendJSON appends r as encoding/json would write it, and a newline,
+// without reflection: an answer is written once per delivery.
+func (r response) appendJSON(b []byte) []byte {
+	b = append(b, `{"outcome":`...)
+	b, _ = jsontext.AppendQuote(b, r.Outcome) // invalid UTF-8 becomes U+FFFD, as encoding/json writes it
+	if r.Event != "" {
+		b = append(b, `,"event":`...)
+		b, _ = jsontext.AppendQuote(b, r.Event)
+	}
+	if r.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b, _ = jsontext.AppendQuote(b, r.Reason)
+	}
+	return append(b, "}\n"...)
 }
 
 // readBody reads a request's whole body. A body of declared length (every

@@ -24,7 +24,6 @@ import (
 	"encoding/json/jsontext"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -219,7 +218,7 @@ func keySafe(s string) bool {
 // jsonPayload returns the JSON object a delivery carries: the body itself
 // for application/json, the payload field for a form.
 func jsonPayload(contentType string, body []byte) ([]byte, error) {
-	mt, _, err := mime.ParseMediaType(contentType)
+	mt, err := webhooks.MediaType(contentType)
 	if err != nil {
 		return nil, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", webhooks.Quote(contentType, 64)))
 	}

@@ -11,7 +11,6 @@ import (
 	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
-	"mime"
 	"net/http"
 	"strconv"
 	"strings"
@@ -130,7 +129,7 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 		return webhooks.Event{}, webhooks.Reject("missing_signature", errors.New("no Stripe-Signature header"))
 	}
 	if ct := h.Get("Content-Type"); ct != "" {
-		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		if mt, err := webhooks.MediaType(ct); err != nil || mt != "application/json" {
 			return webhooks.Event{}, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", quote(ct)))
 		}
 	}
