@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,20 @@ func TestReadBody(t *testing.T) {
 		var tooLarge *http.MaxBytesError
 		if g := <-results; !errors.As(g.err, &tooLarge) {
 			t.Errorf("err %v: want *http.MaxBytesError", g.err)
+		}
+	})
+	t.Run("ClaimedLengthNotAllocatedUpFront", func(t *testing.T) {
+		// A header claims 1 MiB; 100 bytes come. What is allocated follows
+		// the bytes, not the header.
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		b, err := readBody(bytes.NewReader(body[:100]), 1<<20)
+		runtime.ReadMemStats(&after)
+		if err != nil || len(b) != 100 {
+			t.Fatalf("read %d bytes, err %v", len(b), err)
+		}
+		if n := after.TotalAlloc - before.TotalAlloc; n > presizedBody {
+			t.Errorf("allocated %d bytes for a 100-byte body declared 1 MiB, want at most %d", n, presizedBody)
 		}
 	})
 	t.Run("CutShort", func(t *testing.T) {

@@ -189,12 +189,14 @@ func (r response) appendJSON(b []byte) []byte {
 }
 
 // readBody reads a request's whole body. A body of declared length (every
-// sender's: Content-Length, at most MAX_BODY_BYTES by now) is read into one
-// buffer of that size, which net/http holds the sender to, rather than
-// grown by io.ReadAll's doubling (twice the allocation and copies); one of
-// unknown length (chunked) is read as io.ReadAll reads it.
+// sender's: Content-Length, at most MAX_BODY_BYTES by now) up to
+// presizedBody is read into one buffer of that size, which net/http holds
+// the sender to, rather than grown by io.ReadAll's doubling (twice the
+// allocation and copies). Content-Length is not signed: a larger one, or
+// none (chunked), is read as io.ReadAll reads it, so that memory follows the
+// bytes that arrive, not what a header claims will.
 func readBody(r io.Reader, declared int64) ([]byte, error) {
-	if declared < 0 {
+	if declared < 0 || declared > presizedBody {
 		return io.ReadAll(r)
 	}
 	body := make([]byte, declared)
@@ -203,6 +205,11 @@ func readBody(r io.Reader, declared int64) ([]byte, error) {
 	}
 	return body, nil
 }
+
+// presizedBody bounds what a request's headers alone can make readBody
+// allocate: more than any Stripe or Paddle event, and 16 MiB at the default
+// MAX_INFLIGHT of 256 requests that send headers and then nothing.
+const presizedBody = 64 << 10
 
 // signed reports whether any of the signature headers is present.
 func signed(h http.Header, names []string) bool {
