@@ -256,13 +256,20 @@ func TestThreeOutcomes(t *testing.T) {
 	})
 }
 
+// deadWorkerLease is the lease of the tests that wait for a dead worker's
+// lease to run out and then finish its steps. A step's completion must be
+// recorded within a quarter of the lease (RecordTimeout): at 2 s that was
+// 500 ms, which a loaded CI machine once took to commit an UPDATE, and the
+// step was (correctly) left to run again, failing the test's count.
+const deadWorkerLease = 4 * time.Second
+
 // TestResentDeliveries: a delivery the sender marks as a resend is looked
 // up before it is claimed, and every outcome is the one the single
 // transaction gives: an unknown event is processed, a finished one is a
 // duplicate that repeats nothing, a fresh lease answers 503, and a dead
 // worker's steps are finished once its lease runs out.
 func TestResentDeliveries(t *testing.T) {
-	r := newRig(t, webhooks.Options{Lease: 2 * time.Second})
+	r := newRig(t, webhooks.Options{Lease: deadWorkerLease})
 	t.Run("NeverSeen", func(t *testing.T) {
 		a := r.resend(t, "evt_r1")
 		want(t, a, 200)
@@ -317,7 +324,7 @@ func TestResentDeliveries(t *testing.T) {
 // replay at all, also gets it done.
 func TestWorkerDiesBetweenClaimAndCompletion(t *testing.T) {
 	t.Run("ReplayAfterLease", func(t *testing.T) {
-		r := newRig(t, webhooks.Options{Lease: 2 * time.Second})
+		r := newRig(t, webhooks.Options{Lease: deadWorkerLease})
 		r.crashAfterCommit(t, "evt_dead")
 		if r.orders(t) != 1 {
 			t.Fatal("the order did not commit with the claim")
@@ -340,7 +347,7 @@ func TestWorkerDiesBetweenClaimAndCompletion(t *testing.T) {
 		}
 	})
 	t.Run("RedriverAlone", func(t *testing.T) {
-		r := newRig(t, webhooks.Options{Lease: 2 * time.Second})
+		r := newRig(t, webhooks.Options{Lease: deadWorkerLease})
 		r.crashAfterCommit(t, "evt_dead")
 		if ran, _, err := r.proc.RedriveOnce(context.Background(), 10); err != nil || ran != 0 {
 			t.Fatalf("redriver took a fresh lease: ran %d, %v", ran, err)
@@ -536,7 +543,7 @@ func TestDeterministicKeys(t *testing.T) {
 // a rolling deploy) is given back, not crashed on, and a process that can
 // run it finishes it.
 func TestStepPlannedElsewhereCannotRunHere(t *testing.T) {
-	opts := webhooks.Options{Lease: 2 * time.Second, Backoff: 50 * time.Millisecond}
+	opts := webhooks.Options{Lease: deadWorkerLease, Backoff: 50 * time.Millisecond}
 	r := newRig(t, opts)
 	r.crashAfterCommit(t, "evt_moved")
 	r.waitLeaseExpired(t, "evt_moved")
