@@ -30,8 +30,8 @@ import (
 // difference between the receiver's CPU per event and the copied
 // snippet's. At 200 it runs half as often: about 30 µs less CPU per new
 // event (BENCHMARKS.md), for a heap that may grow to three times the live
-// one between collections, a few MB here, well inside the 100 MiB the
-// receiver keeps to at 256 deliveries in flight. GOGC (and GOMEMLIMIT),
+// one between collections: the peak resident set at 256 deliveries in
+// flight went from 56.7 to 68.6 MiB, inside the 100 MiB it keeps to. GOGC (and GOMEMLIMIT),
 // when set, are the runtime's as usual.
 const gcPercent = 200
 

@@ -129,7 +129,8 @@ func Quote(s string, max int) string {
 // duplicate member names, which encoding/json never made, is left out: it
 // tracks every name of every object, skipped ones too, and was half the
 // decode of a 5.9 KB invoice.paid (21 µs against 10). A name that does
-// repeat reads as its last value, as PostgreSQL's jsonb reads it.
+// repeat is decoded again over what came before: a scalar reads as its
+// last value, as PostgreSQL's jsonb reads it; an object's members merge.
 func UnmarshalSigned(b []byte, v any) error {
 	return jsonv2.Unmarshal(b, v, signedBody)
 }

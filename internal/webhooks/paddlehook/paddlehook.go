@@ -17,7 +17,6 @@ package paddlehook
 
 import (
 	"encoding/json"
-	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
 	"net/http"
@@ -187,7 +186,7 @@ type occurredAt string
 
 func (o *occurredAt) UnmarshalJSON(b []byte) error {
 	var s string
-	if jsonv2.Unmarshal(b, &s) == nil {
+	if webhooks.UnmarshalSigned(b, &s) == nil {
 		*o = occurredAt(s)
 	}
 	return nil
@@ -222,8 +221,8 @@ type customData struct{ Email string }
 
 func (c *customData) UnmarshalJSON(b []byte) error {
 	var m map[string]json.RawMessage
-	if jsonv2.Unmarshal(b, &m) == nil {
-		_ = jsonv2.Unmarshal(m["email"], &c.Email)
+	if webhooks.UnmarshalSigned(b, &m) == nil {
+		_ = webhooks.UnmarshalSigned(m["email"], &c.Email)
 	}
 	return nil
 }

@@ -50,7 +50,7 @@ func TestResentHint(t *testing.T) {
 
 // TestRepeatedNames: a signed body whose objects repeat a member name is
 // the sender's own (nothing unsigned can add one): it verifies, and each
-// repeated name reads as its last value, as PostgreSQL's jsonb reads it.
+// repeated scalar reads as its last value, as PostgreSQL's jsonb reads it.
 func TestRepeatedNames(t *testing.T) {
 	const secret = "whsec_repeated_names"
 	p := stripehook.New([]string{secret})

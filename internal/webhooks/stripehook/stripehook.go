@@ -8,7 +8,6 @@ package stripehook
 import (
 	"encoding/hex"
 	"encoding/json"
-	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
 	"net/http"
@@ -268,7 +267,7 @@ func (e *expandable) UnmarshalJSON(b []byte) error {
 		return nil
 	case len(b) > 0 && b[0] == '"':
 		var s string
-		if err := jsonv2.Unmarshal(b, &s); err != nil {
+		if err := webhooks.UnmarshalSigned(b, &s); err != nil {
 			return err
 		}
 		*e = expandable(s)
@@ -277,7 +276,7 @@ func (e *expandable) UnmarshalJSON(b []byte) error {
 	var obj struct {
 		ID string `json:"id"`
 	}
-	if err := jsonv2.Unmarshal(b, &obj); err != nil {
+	if err := webhooks.UnmarshalSigned(b, &obj); err != nil {
 		return fmt.Errorf("expandable field: %w", err)
 	}
 	*e = expandable(obj.ID)
