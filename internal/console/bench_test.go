@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/ops"
 )
 
 // benchLoadSQL stores $1 events over 30 days, as loadgen's shapes have
@@ -51,28 +53,8 @@ FROM processed_events WHERE kind = 'event' AND event_type LIKE 'invoice.%' GROUP
 //
 //	go test -run '^$' -bench EventsPage -benchtime 50x ./internal/console
 func BenchmarkEventsPage(b *testing.B) {
-	n := 100_000
-	if v, err := strconv.Atoi(os.Getenv("CONSOLE_BENCH_EVENTS")); err == nil && v > 0 {
-		n = v
-	}
-	c := newConsole(b)
+	c, n := loadedConsole(b)
 	ctx := context.Background()
-	start := time.Now()
-	for i, stmt := range strings.Split(benchLoadSQL, ";\n") {
-		args := []any{n}
-		if i > 0 {
-			args = nil
-		}
-		if _, err := c.Pool.Exec(ctx, stmt, args...); err != nil {
-			b.Fatalf("load: %v", err)
-		}
-	}
-	for _, stmt := range []string{"VACUUM ANALYZE processed_events", "VACUUM ANALYZE orders", "VACUUM ANALYZE invoices"} {
-		if _, err := c.Pool.Exec(ctx, stmt); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.Logf("loaded %d events in %s", n, time.Since(start).Round(time.Second))
 	var deepAt time.Time
 	var deepKey string
 	if err := c.Pool.QueryRow(ctx, `SELECT claimed_at, event_key FROM processed_events WHERE kind = 'event'
@@ -112,4 +94,98 @@ ORDER BY claimed_at DESC, event_key DESC OFFSET $1 LIMIT 1`, n/2).Scan(&deepAt, 
 			}
 		})
 	}
+}
+
+// loadedConsole is a console on a database of its own holding
+// CONSOLE_BENCH_EVENTS events (default 100 000) loaded by benchLoadSQL,
+// vacuumed and analyzed as a running one is.
+func loadedConsole(b *testing.B) (*console, int) {
+	b.Helper()
+	n := 100_000
+	if v, err := strconv.Atoi(os.Getenv("CONSOLE_BENCH_EVENTS")); err == nil && v > 0 {
+		n = v
+	}
+	c := newConsole(b)
+	ctx := context.Background()
+	start := time.Now()
+	for i, stmt := range strings.Split(benchLoadSQL, ";\n") {
+		args := []any{n}
+		if i > 0 {
+			args = nil
+		}
+		if _, err := c.Pool.Exec(ctx, stmt, args...); err != nil {
+			b.Fatalf("load: %v", err)
+		}
+	}
+	for _, stmt := range []string{"VACUUM ANALYZE processed_events", "VACUUM ANALYZE orders", "VACUUM ANALYZE invoices"} {
+		if _, err := c.Pool.Exec(ctx, stmt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("loaded %d events in %s", n, time.Since(start).Round(time.Second))
+	return c, n
+}
+
+// BenchmarkPrune times `events prune` over CONSOLE_BENCH_EVENTS stored
+// events spread over 30 days: first its dry run (the count of what would
+// go), then the prune itself, in batches of 1 000, of Stripe's events
+// older than 15 days with their steps and bodies (about 42 % of the
+// events), then the console's first events page on what is left. Each is
+// reported per event pruned and per batch.
+//
+//	CONSOLE_BENCH_EVENTS=1000000 go test -run '^$' -bench Prune -benchtime 1x ./internal/console
+func BenchmarkPrune(b *testing.B) {
+	c, n := loadedConsole(b)
+	ctx := context.Background()
+	const batch = 1000
+	window := 15 * 24 * time.Hour
+	var want ops.PruneResult
+	b.Run("DryRun", func(b *testing.B) {
+		for b.Loop() {
+			r, err := ops.Prune(ctx, c.Pool, "stripe", window, batch, true, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			want = r
+		}
+	})
+	if want.Events < int64(n)/3 {
+		b.Fatalf("the dry run counts %d events of %d to prune, want about 42 %%", want.Events, n)
+	}
+	b.Run("Prune", func(b *testing.B) {
+		for b.Loop() {
+			start := time.Now()
+			got, err := ops.Prune(ctx, c.Pool, "stripe", window, batch, false, nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(start)
+			if got.Events == 0 {
+				b.Skip("nothing left to prune: run with -benchtime 1x")
+			}
+			// The window is counted from now(): events keep ageing past it
+			// while the prune runs (1 M over 30 days: one every 2.6 s).
+			if got.Events < want.Events || got.Events > want.Events+int64(n)/1000 {
+				b.Errorf("pruned %+v, the dry run counted %+v", got, want)
+			}
+			b.ReportMetric(float64(got.Events)/d.Seconds(), "events/s")
+			b.ReportMetric(d.Seconds()*1000/float64((got.Events+batch-1)/batch), "ms/batch")
+			b.Logf("pruned %d events (%d claim rows) of %d in %s", got.Events, got.Claims, n, d.Round(time.Millisecond))
+		}
+	})
+	b.Run("EventsPageAfter", func(b *testing.B) {
+		cl := &http.Client{}
+		for b.Loop() {
+			req, _ := http.NewRequest(http.MethodGet, c.URL+"/events", nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			res, err := cl.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusOK {
+				b.Fatalf("GET /events: %d", res.StatusCode)
+			}
+		}
+	})
 }
