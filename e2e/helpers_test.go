@@ -41,7 +41,7 @@ import (
 // Secrets and addresses every receiver in this suite is configured with.
 const (
 	stripeSecret = "whsec_e2e_receiver_secret"
-	githubSecret = "e2e-github-secret"
+	githubSecret = "e2e-github-secret-0123456789abcdef"
 	mailDomain   = "example.test"
 	mailFrom     = "Shop <shop@example.test>"
 	notifyEmail  = "owner@example.test"

@@ -102,6 +102,9 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	log := slog.New(reqlog.NewHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	slog.SetDefault(log)
 	log.Info("starting receiver", "config", cfg)
+	for _, w := range cfg.Warnings {
+		log.Warn("weak configuration", "variable", w.Var, "problem", w.Message)
+	}
 
 	srv, err := server.New(ctx, cfg, log)
 	if err != nil {

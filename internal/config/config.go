@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -53,8 +54,28 @@ type Config struct {
 	DBMaxConns         int32
 	LogLevel           slog.Level
 
+	// Warnings are what start-up logs about values it accepts but should
+	// not have to (a short secret).
+	Warnings []Warning
+
 	specs []webhooks.Spec
 }
+
+// Warning is one accepted but weak setting.
+type Warning struct {
+	Var     string // the variable's name
+	Message string // what is wrong and what to do, never the value
+}
+
+// DevEnv is the variable the development tool (cmd/dev: `make run`,
+// `make test`) sets to "1" for the process it runs. Outside it, a webhook
+// secret or ADMIN_TOKEN that contains "development" (in any case) is
+// refused: such values come from examples (docker-compose.yml's of old, a
+// tutorial) and must never guard a production endpoint.
+const DevEnv = "PAYWEBHOOKS_DEV"
+
+// devWord is what marks a value as a development one.
+const devWord = "development"
 
 // Provider is one provider's configuration.
 type Provider struct {
@@ -134,13 +155,19 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
 	}
+	dev := strings.TrimSpace(getenv(DevEnv)) == "1"
 	for _, s := range specs {
 		p := Provider{Secrets: l.list(s.Secret.Name), Vars: map[string]string{}}
 		for i, v := range p.Secrets {
+			which := fmt.Sprintf("secret %d ", i+1)
 			if s.Secret.Check != nil {
 				if err := s.Secret.Check(v); err != nil {
-					l.fail(s.Secret.Name, fmt.Sprintf("secret %d %v", i+1, err))
+					l.fail(s.Secret.Name, fmt.Sprintf("%s%v", which, err))
 				}
+			}
+			c.checkLen(&l, s.Secret, which, v)
+			if !dev && containsFold(v, devWord) {
+				l.fail(s.Secret.Name, which+devRefusal)
 			}
 		}
 		for _, v := range s.Vars {
@@ -150,9 +177,15 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 					l.fail(v.Name, err.Error())
 				}
 			}
+			if val != "" {
+				c.checkLen(&l, v, "", val)
+			}
 			p.Vars[v.Name] = val
 		}
 		c.Providers[s.Source] = p
+	}
+	if !dev && containsFold(c.AdminToken, devWord) {
+		l.fail("ADMIN_TOKEN", devRefusal)
 	}
 
 	if c.DatabaseURL == "" {
@@ -249,6 +282,28 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", errors.Join(l.errs...))
 	}
 	return c, nil
+}
+
+// devRefusal ends the error of a value that says "development".
+const devRefusal = `contains "` + devWord + `": a value from an example, refused outside the development tool ` +
+	`(bin/dev, which make run uses, sets ` + DevEnv + `=1); set a random one`
+
+// containsFold reports whether s contains word, in any case.
+func containsFold(s, word string) bool {
+	return strings.Contains(strings.ToLower(s), word)
+}
+
+// checkLen refuses a value of v shorter than v.MinLen and warns of one
+// shorter than v.WarnLen. which names the value within a list ("secret 2 ").
+func (c *Config) checkLen(l *loader, v webhooks.Var, which, value string) {
+	n := utf8.RuneCountInString(value)
+	switch {
+	case v.MinLen > 0 && n < v.MinLen:
+		l.fail(v.Name, fmt.Sprintf("%sis shorter than %d characters", which, v.MinLen))
+	case v.WarnLen > 0 && n < v.WarnLen:
+		c.Warnings = append(c.Warnings, Warning{Var: v.Name,
+			Message: fmt.Sprintf("%sis shorter than %d characters: replace it with a longer random one", which, v.WarnLen)})
+	}
 }
 
 // anyPort reports whether addr asks for any free port (":0"): two such
