@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/mail"
+	netmail "net/mail"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -37,6 +39,7 @@ type Config struct {
 	LeaseDuration      time.Duration
 	StepTimeout        time.Duration
 	SMTPAddr           string
+	SMTPTLS            mail.TLSMode // SMTP_TLS, else mail.DefaultTLS(SMTPAddr); "" without SMTPAddr
 	SMTPUsername       string
 	SMTPPassword       string
 	MailDir            string
@@ -240,11 +243,12 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if (c.SMTPUsername == "") != (c.SMTPPassword == "") {
 		l.fail("SMTP_USERNAME", "and SMTP_PASSWORD must be set together")
 	}
-	if _, err := mail.ParseAddress(c.MailFrom); err != nil {
+	c.loadSMTPTLS(&l)
+	if _, err := netmail.ParseAddress(c.MailFrom); err != nil {
 		l.fail("MAIL_FROM", fmt.Sprintf("is not an email address: %q", c.MailFrom))
 	}
 	if c.NotifyEmail != "" {
-		if _, err := mail.ParseAddress(c.NotifyEmail); err != nil {
+		if _, err := netmail.ParseAddress(c.NotifyEmail); err != nil {
 			l.fail("NOTIFY_EMAIL", fmt.Sprintf("is not an email address: %q", c.NotifyEmail))
 		}
 	}
@@ -284,6 +288,38 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	return c, nil
 }
 
+// loadSMTPTLS reads SMTP_TLS: one of mail.TLSModes, meaningful with
+// SMTP_ADDR only, mail.DefaultTLS(SMTP_ADDR) when unset. Cleartext to a
+// relay off the loopback interface is refused with a password and warned
+// of without.
+func (c *Config) loadSMTPTLS(l *loader) {
+	v := l.str("SMTP_TLS", "")
+	switch {
+	case v != "" && !slices.Contains(mail.TLSModes, mail.TLSMode(v)):
+		l.fail("SMTP_TLS", fmt.Sprintf("must be starttls, implicit or none, got %q", v))
+		return
+	case c.SMTPAddr == "":
+		if v != "" {
+			l.fail("SMTP_TLS", "is set, but SMTP_ADDR is not (mail is written to MAIL_DIR)")
+		}
+		return
+	case v == "":
+		c.SMTPTLS = mail.DefaultTLS(c.SMTPAddr)
+	default:
+		c.SMTPTLS = mail.TLSMode(v)
+	}
+	host, _, _ := net.SplitHostPort(c.SMTPAddr)
+	if c.SMTPTLS != mail.TLSNone || mail.IsLoopback(host) {
+		return
+	}
+	if c.SMTPUsername != "" {
+		l.fail("SMTP_TLS", "none would send SMTP_PASSWORD in cleartext to "+c.SMTPAddr+": use starttls or implicit")
+		return
+	}
+	c.Warnings = append(c.Warnings, Warning{Var: "SMTP_TLS",
+		Message: "none: mail, customers' addresses included, travels to " + c.SMTPAddr + " in cleartext"})
+}
+
 // devRefusal ends the error of a value that says "development".
 const devRefusal = `contains "` + devWord + `": a value from an example, refused outside the development tool ` +
 	`(bin/dev, which make run uses, sets ` + DevEnv + `=1); set a random one`
@@ -315,7 +351,7 @@ func anyPort(addr string) bool {
 
 // MailDomain is the domain of MAIL_FROM, used on the right of Message-IDs.
 func (c Config) MailDomain() string {
-	if a, err := mail.ParseAddress(c.MailFrom); err == nil {
+	if a, err := netmail.ParseAddress(c.MailFrom); err == nil {
 		if _, domain, ok := strings.Cut(a.Address, "@"); ok {
 			return domain
 		}
@@ -359,6 +395,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LEASE_DURATION", c.LeaseDuration.String()),
 		slog.String("STEP_TIMEOUT", c.StepTimeout.String()),
 		slog.String("SMTP_ADDR", c.SMTPAddr),
+		slog.String("SMTP_TLS", string(c.SMTPTLS)),
 		slog.String("SMTP_USERNAME", c.SMTPUsername),
 		slog.String("SMTP_PASSWORD", mask(c.SMTPPassword)),
 		slog.String("MAIL_DIR", c.MailDir),

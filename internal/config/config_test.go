@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
 	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
@@ -73,6 +74,7 @@ func TestLoad(t *testing.T) {
 		{"ErrStepTimeoutOverLease", "STEP_TIMEOUT", "5m", "LEASE_DURATION 5m0s is not longer than the step timeout (5m0s)"},
 		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
 		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
+		{"ErrSMTPTLSWithoutAddr", "SMTP_TLS", "starttls", "SMTP_TLS is set, but SMTP_ADDR is not"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -190,6 +192,53 @@ func TestDevelopmentValuesRefused(t *testing.T) {
 			e[DevEnv] = "1"
 			if _, err := Load(env(e), specs); err != nil {
 				t.Errorf("with %s=1: %v", DevEnv, err)
+			}
+		})
+	}
+}
+
+// TestSMTPTLS: SMTP_TLS defaults by the relay's address (implicit on 465,
+// none on the loopback interface, else starttls), takes what is said, and
+// cleartext off the loopback interface is warned of, or refused when it
+// would carry SMTP_PASSWORD.
+func TestSMTPTLS(t *testing.T) {
+	for _, c := range []struct {
+		name, addr, tls, user string
+		want                  mail.TLSMode
+		warn                  bool
+		wantErr               string
+	}{
+		{"DefaultRelay", "smtp.example.com:587", "", "", mail.TLSStartTLS, false, ""},
+		{"Default465", "smtp.example.com:465", "", "", mail.TLSImplicit, false, ""},
+		{"DefaultLoopback", "127.0.0.1:1025", "", "", mail.TLSNone, false, ""},
+		{"DefaultLocalhostWithAuth", "localhost:1025", "", "mailer", mail.TLSNone, false, ""},
+		{"Said", "127.0.0.1:1025", "starttls", "", mail.TLSStartTLS, false, ""},
+		{"ImplicitSaid", "smtp.example.com:2465", "implicit", "mailer", mail.TLSImplicit, false, ""},
+		{"NoneOffLoopback", "mailpit:1025", "none", "", mail.TLSNone, true, ""},
+		{"ErrNoneWithPassword", "smtp.example.com:587", "none", "mailer", "", false, "would send SMTP_PASSWORD in cleartext"},
+		{"ErrUnknown", "smtp.example.com:587", "tls", "", "", false, "SMTP_TLS must be starttls, implicit or none"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := valid()
+			e["SMTP_ADDR"], e["SMTP_TLS"] = c.addr, c.tls
+			if c.user != "" {
+				e["SMTP_USERNAME"], e["SMTP_PASSWORD"] = c.user, "smtp-pass-123"
+			}
+			cfg, err := Load(env(e), specs)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error = %v, want it to say %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.SMTPTLS != c.want {
+				t.Errorf("SMTPTLS = %q, want %q", cfg.SMTPTLS, c.want)
+			}
+			if warned := slices.ContainsFunc(cfg.Warnings, func(w Warning) bool { return w.Var == "SMTP_TLS" }); warned != c.warn {
+				t.Errorf("warnings %q, want a SMTP_TLS warning: %v", cfg.Warnings, c.warn)
 			}
 		})
 	}

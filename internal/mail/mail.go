@@ -85,6 +85,9 @@ func parseAddress(field, s string) (*mail.Address, error) {
 	}
 	a, err := mail.ParseAddress(s)
 	if err != nil {
+		if field == "To" { // a customer's, which net/mail's errors may quote in part
+			return nil, invalidf("To is not a single valid email address")
+		}
 		return nil, invalidf("%s %q: %v", field, s, err)
 	}
 	return a, nil
