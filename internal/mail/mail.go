@@ -10,7 +10,8 @@
 // internally and honour the context deadline. Every Message carries a
 // deterministic Message-ID (see MessageID), so a step that is retried after a
 // lost reply sends a message that the receiving side can recognise as a
-// duplicate.
+// duplicate. The errors SMTPSender and the step kind return name no email
+// address (Redact): the processor logs them and stores them with the step.
 package mail
 
 import (

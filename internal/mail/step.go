@@ -103,7 +103,7 @@ func (k Kind) Unconfigured() string {
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var e Email
 	if err := jsonv2.Unmarshal(payload, &e); err != nil {
-		return "email step payload unreadable: " + err.Error()
+		return "email step payload unreadable: " + Redact(err.Error())
 	}
 	if e.recipient() == "" {
 		return "no recipient address"
