@@ -256,7 +256,7 @@ func eventsReplay(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, lo
 		return err
 	}
 	defer stopTracing()
-	proc := server.NewProcessor(cfg, pool, server.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
+	proc := server.NewProcessor(cfg, pool, providers.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
 	if *parked {
 		if keys, err = ops.ParkedSince(ctx, pool, *since, *limit); err != nil {
 			return err

@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // checkout is a paid Checkout Session event of the test's own.
@@ -56,11 +56,11 @@ func mustOK(t *testing.T, res rt.Response) {
 // fulfillment call the API refuses with 422, which parks that step.
 func setup(t *testing.T) (*rt.Receiver, func(args ...string) (string, string, error)) {
 	r := rt.New(t)
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("done1"), nil))
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("done2"), nil))
-	mustOK(t, r.Deliver(t, stripehook.Spec, invoiceCreated("inv1"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("done1"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("done2"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, invoiceCreated("inv1"), nil))
 	r.API.SetStatus(422)
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("bad"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("bad"), nil))
 	r.API.SetStatus(0)
 	return r, operator(t, r)
 }
@@ -187,7 +187,7 @@ func TestEventsPrune(t *testing.T) {
 	r, events := setup(t)
 	ctx := context.Background()
 	// A GitHub key, and a step left in progress, all made old.
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("stuck"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("stuck"), nil))
 	if _, err := r.Pool.Exec(ctx, `
 INSERT INTO processed_events (event_key, source, status, completed_at) VALUES ('42:guid-1', 'github', 'done', now());
 UPDATE processed_events SET status = 'in_progress', completed_at = NULL WHERE event_key = 'evt_stuck/fulfillment';

@@ -103,7 +103,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	slog.SetDefault(log)
 	log.Info("starting receiver", "config", cfg)
 
-	srv, err := server.New(ctx, cfg, log)
+	srv, err := server.New(ctx, cfg, providers.Registry(), log)
 	if err != nil {
 		return err
 	}

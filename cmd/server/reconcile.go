@@ -123,8 +123,8 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	defer stopTracing()
-	proc := server.NewProcessor(cfg, pool, server.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
-	on, _, err := server.Reconcilers(cfg, pool, proc, provs, log)
+	proc := server.NewProcessor(cfg, pool, providers.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
+	on, _, err := server.Reconcilers(cfg, providers.Reconcilers(), pool, proc, provs, log)
 	if err != nil {
 		return err
 	}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/paywebhooks/receiver/internal/githubapitest"
+	"github.com/paywebhooks/receiver/internal/providers/github/githubtest"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
+	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/stripeapitest"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 const testStripeKey = "rk_test_reconcile_0123456789"
@@ -29,10 +29,10 @@ func checkoutObject(id, email string, amount int) map[string]any {
 // deliveries would have been, once each, and a second run changes nothing.
 func TestReconcileStripeAfterOutage(t *testing.T) {
 	r := rt.New(t)
-	api := stripeapitest.New(t, testStripeKey)
+	api := stripetest.New(t, testStripeKey)
 	now := time.Now().Truncate(time.Second)
 	before := api.Add("checkout.session.completed", now.Add(-30*time.Minute), checkoutObject("cs_before", "a@example.com", 1000), true)
-	if res := r.Deliver(t, stripehook.Spec, before.Raw, nil); res.Status != 200 {
+	if res := r.Deliver(t, stripe.Spec, before.Raw, nil); res.Status != 200 {
 		t.Fatalf("delivery before the outage: %d %s", res.Status, res.Body)
 	}
 	// The outage: three events created while the receiver was stopped.
@@ -151,9 +151,9 @@ func TestReconcileUsage(t *testing.T) {
 // call, once), the second is reported, not guessed.
 func TestReconcileMarketplace(t *testing.T) {
 	r := rt.New(t)
-	gh := githubapitest.New(t, 4242)
-	gh.AddPlan(githubapitest.Plan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
-	gh.Subscribe(7, githubapitest.Account{ID: 101, Login: "listed-no-order", Type: "Organization",
+	gh := githubtest.New(t, 4242)
+	gh.AddPlan(githubtest.Plan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
+	gh.Subscribe(7, githubtest.Account{ID: 101, Login: "listed-no-order", Type: "Organization",
 		OrganizationBillingEmail: "billing@listed.example", BillingCycle: "monthly", UnitCount: 1})
 	if _, err := r.Pool.Exec(context.Background(), `
 INSERT INTO orders (source, provider_event_id, external_id, status, amount_cents, currency, customer_email, plan)

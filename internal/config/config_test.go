@@ -6,14 +6,14 @@ import (
 	"testing"
 	"time"
 
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/webhooks"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // specs are providers for the tests: internal/providers imports this
 // package, so the tests name two providers themselves.
-var specs = []webhooks.Spec{stripehook.Spec, githubhook.Spec}
+var specs = []webhooks.Spec{stripe.Spec, github.Spec}
 
 func env(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }

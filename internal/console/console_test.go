@@ -20,10 +20,10 @@ import (
 	consolepkg "github.com/paywebhooks/receiver/internal/console"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/server"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -201,14 +201,14 @@ func mustOK(t *testing.T, res rt.Response) {
 // API refuses (422), which parks that step.
 func world(t *testing.T, c *console) {
 	t.Helper()
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("done1"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("done2"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, invoiceEvent("inv_created", "invoice.created", "in_777", "payer@example.com"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, invoiceEvent("inv_paid", "invoice.paid", "in_777", "payer@example.com"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("done1"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("done2"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, invoiceEvent("inv_created", "invoice.created", "in_777", "payer@example.com"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, invoiceEvent("inv_paid", "invoice.paid", "in_777", "payer@example.com"), nil))
 	body, h := purchase("6c1d2f7e-0000-4000-8000-00000000aaaa", 424242)
-	mustOK(t, c.Deliver(t, githubhook.Spec, body, h))
+	mustOK(t, c.Deliver(t, github.Spec, body, h))
 	c.API.SetStatus(422)
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("bad"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("bad"), nil))
 	c.API.SetStatus(0)
 }
 
@@ -307,7 +307,7 @@ func TestAuth(t *testing.T) {
 		mustStatus(t, "GET / signed out", b.get(t, "/"), http.StatusUnauthorized)
 	})
 	t.Run("NoSecretRendered", func(t *testing.T) {
-		secrets := []string{token, rt.Secret(stripehook.Spec), rt.Secret(githubhook.Spec)}
+		secrets := []string{token, rt.Secret(stripe.Spec), rt.Secret(github.Spec)}
 		b := c.browser(t)
 		for _, p := range append(paths, "/login", "/events?state=parked") {
 			res := b.get(t, p)
@@ -537,7 +537,7 @@ func TestEventPage(t *testing.T) {
 	hostile := []byte(`{"id":"evt_xss","object":"event","api_version":"2023-10-16","type":"checkout.session.completed",
 "data":{"object":{"id":"cs_xss","object":"checkout.session","payment_status":"paid","amount_total":100,"currency":"usd",
 "payment_intent":"pi_xss","customer_details":{"email":"xss@example.com","name":"<script>alert(1)</script><img src=x onerror=alert(2)>"}}}}`)
-	mustOK(t, c.Deliver(t, stripehook.Spec, hostile, nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, hostile, nil))
 	b := c.browser(t)
 
 	t.Run("Parked", func(t *testing.T) {
@@ -657,10 +657,10 @@ func TestReplay(t *testing.T) {
 func TestReplayParkedWindow(t *testing.T) {
 	c := newConsole(t)
 	c.API.SetStatus(422)
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("p1"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("p2"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("p1"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("p2"), nil))
 	c.API.SetStatus(0)
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("fine"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("fine"), nil))
 	b := c.browser(t)
 
 	preview := b.get(t, "/replay-parked?age=1h")
@@ -686,7 +686,7 @@ func TestReplayParkedWindow(t *testing.T) {
 func TestRunStep(t *testing.T) {
 	c := newConsole(t, rt.Env("REDRIVE_INTERVAL", "1h"))
 	c.API.SetStatus(503)
-	res := c.Deliver(t, stripehook.Spec, checkout("slow"), nil)
+	res := c.Deliver(t, stripe.Spec, checkout("slow"), nil)
 	if res.Status != http.StatusBadGateway {
 		t.Fatalf("delivery with the API down: %d %s", res.Status, res.Body)
 	}

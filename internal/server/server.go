@@ -22,7 +22,6 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
-	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -77,6 +76,16 @@ type mounted struct {
 	on   bool // it has a secret: the receiver never serves what it cannot verify
 }
 
+// Registry is what the server is built from besides its configuration
+// (whose Specs are the providers): the providers' catch-up and the step
+// kinds. cmd/server hands it down from internal/providers, so that nothing
+// in this package names a provider or a kind.
+type Registry struct {
+	Reconcilers []reconcile.Reconciler
+	// StepKinds builds the step kinds from the configuration.
+	StepKinds func(config.Config) webhooks.StepKinds
+}
+
 // Option changes what New builds.
 type Option func(*options)
 
@@ -89,10 +98,6 @@ type options struct {
 func WithStepKind(name string, k webhooks.StepKind) Option {
 	return func(o *options) { o.kinds[name] = k }
 }
-
-// StepKinds returns the step kinds of the registry, built from the
-// configuration (providers.StepKinds).
-func StepKinds(cfg config.Config) webhooks.StepKinds { return providers.StepKinds(cfg) }
 
 // Providers builds every provider of the configuration's registry, by
 // source, mounted or not: a stored event is replayed by its provider even
@@ -116,8 +121,11 @@ func NewProcessor(cfg config.Config, pool *pgxpool.Pool, kinds webhooks.StepKind
 
 // New builds the receiver: it applies migrations, opens the pool and builds
 // the router. The caller owns Close.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (*Server, error) {
-	o := options{kinds: StepKinds(cfg)}
+func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger, opts ...Option) (*Server, error) {
+	o := options{kinds: webhooks.StepKinds{}}
+	if reg.StepKinds != nil {
+		o.kinds = reg.StepKinds(cfg)
+	}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -164,7 +172,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
-	if err := s.setupReconcile(provs); err != nil {
+	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
 		pool.Close()
 		return nil, err
 	}
