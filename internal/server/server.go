@@ -24,6 +24,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -36,8 +37,11 @@ type Server struct {
 	metrics   *webhooks.Metrics
 	proc      *webhooks.Processor
 	providers []mounted
-	echo      *echo.Echo
-	http      *http.Server
+	// webhookRoutes are the mounted webhook routes, which a 404 under
+	// /webhooks/ names.
+	webhookRoutes []string
+	echo          *echo.Echo
+	http          *http.Server
 	// side are the listeners beside the public one: /metrics on
 	// METRICS_ADDR, the console on ADMIN_ADDR. None is ever served on
 	// HTTP_ADDR.
@@ -136,7 +140,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		return nil, err
 	}
 	pool := s.pool
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	s.metrics = webhooks.NewMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
 	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
@@ -182,6 +186,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		close(s.listenerClosed)
 	})
 	return s, nil
+}
+
+// buildInfo is paywebhooks_build_info{version,goversion} 1: which build
+// each replica runs, for dashboards and for joining onto other series.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "paywebhooks_build_info",
+		Help:        "Always 1; its labels are the version the receiver was built as and the Go it was built with.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "goversion": v.GoVersion},
+	}, func() float64 { return 1 })
 }
 
 func (s *Server) metricsHandler() http.Handler {
