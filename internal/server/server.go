@@ -37,11 +37,8 @@ type Server struct {
 	metrics   *webhooks.Metrics
 	proc      *webhooks.Processor
 	providers []mounted
-	// webhookRoutes are the mounted webhook routes, which a 404 under
-	// /webhooks/ names.
-	webhookRoutes []string
-	echo          *echo.Echo
-	http          *http.Server
+	echo      *echo.Echo
+	http      *http.Server
 	// side are the listeners beside the public one: /metrics on
 	// METRICS_ADDR, the console on ADMIN_ADDR. None is ever served on
 	// HTTP_ADDR.
@@ -56,6 +53,9 @@ type Server struct {
 	closers []func(context.Context) error
 	// closed once Shutdown has closed the listener and logged it.
 	listenerClosed chan struct{}
+	// webhookRoutes are the mounted webhook routes, which a 404 under
+	// /webhooks/ names.
+	webhookRoutes []string
 }
 
 // sideServer is a listener of its own beside HTTP_ADDR.
@@ -140,7 +140,8 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		return nil, err
 	}
 	pool := s.pool
-	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(buildInfo())
 	s.metrics = webhooks.NewMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
 	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
