@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -12,8 +13,11 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/version"
@@ -256,5 +260,78 @@ func TestHealthcheck(t *testing.T) {
 	out, _, err = cli(nil, "healthcheck", "--url", sick.URL+"/unavailable", "--json")
 	if exitCode(err) != exitFailure || json.Unmarshal([]byte(out), &rep) != nil || rep.Healthy || rep.Status != 503 || rep.Error == "" {
 		t.Errorf("healthcheck --json of a 503: exit %d, %q", exitCode(err), out)
+	}
+}
+
+// lines is an io.Writer that hands each line written to it to a channel,
+// so that a test waits on a log line rather than on time.
+type lines struct {
+	mu      sync.Mutex
+	partial []byte
+	c       chan string
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.partial = append(l.partial, p...)
+	for {
+		i := bytes.IndexByte(l.partial, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		line := string(l.partial[:i])
+		l.partial = l.partial[i+1:]
+		select {
+		case l.c <- line:
+		default: // nobody waits for more: the line is dropped
+		}
+	}
+}
+
+// TestServeLogsVersion: the server's start-up line names the version it
+// was built as, and `server healthcheck` with the server's HTTP_ADDR finds
+// it (the port it listens on, from its own log).
+func TestServeLogsVersion(t *testing.T) {
+	out := &lines{c: make(chan string, 100)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, nil, getenv(map[string]string{"DATABASE_URL": pgtest.NewDB(t), "HTTP_ADDR": "127.0.0.1:0",
+			"MAIL_DIR": t.TempDir()}), out, io.Discard)
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("serve: %v", err)
+		}
+	}()
+	var start struct{ Version, Go string }
+	var listening struct{ Addr string }
+	timeout := time.After(30 * time.Second)
+	for listening.Addr == "" {
+		select {
+		case line := <-out.c:
+			var l struct{ Msg string }
+			_ = json.Unmarshal([]byte(line), &l)
+			switch l.Msg {
+			case "starting receiver":
+				_ = json.Unmarshal([]byte(line), &start)
+			case "receiver listening":
+				_ = json.Unmarshal([]byte(line), &listening)
+			}
+		case err := <-done:
+			done <- err
+			t.Fatalf("serve returned before it listened: %v", err)
+		case <-timeout:
+			t.Fatal("no 'receiver listening' line within 30 s")
+		}
+	}
+	if v := version.Get(); start.Version != v.Version || start.Go != v.GoVersion {
+		t.Errorf("starting receiver: version %q, go %q; want %q, %q", start.Version, start.Go, v.Version, v.GoVersion)
+	}
+	stdout, stderr, err := cli(map[string]string{"HTTP_ADDR": listening.Addr}, "healthcheck")
+	if err != nil || !strings.HasSuffix(stdout, "/healthz: 200 OK\n") {
+		t.Errorf("healthcheck of the serving receiver: %v, %q %q", err, stdout, stderr)
 	}
 }
