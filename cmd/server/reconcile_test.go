@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -110,6 +111,18 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 	if diff := cmp.Diff(after, r.Snapshot(t)); diff != "" {
 		t.Fatalf("a second run changed the state:\n%s", diff)
 	}
+	out, err = reconcileRun("--since", "1h", "--json")
+	var rep struct {
+		Reconciler string
+		DryRun     bool `json:"dry_run"`
+		Summary    struct{ Found, Known, Processed, Parked int }
+		Unresolved int
+		Error      string
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Reconciler != "stripe" || rep.Summary.Found != 4 ||
+		rep.Summary.Known != 4 || rep.Summary.Processed != 0 || rep.Unresolved != 0 || rep.Error != "" {
+		t.Fatalf("run --json: %v, %q", err, out)
+	}
 	if len(r.SMTP.Messages())-emails != 3 || len(r.API.Requests())-calls != 2 {
 		t.Fatal("a second run sent something again")
 	}
@@ -178,8 +191,16 @@ VALUES ('github_marketplace', 'guid-stale', 'account:202', 'paid', 1500, 'usd', 
 	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'account:101'`); n != 0 {
 		t.Fatal("a dry run corrected something")
 	}
-	if _, err := reconcileRun(); err != nil {
-		t.Logf("run: %v (findings that cannot be corrected are reported)", err)
+	// The stale order is only reported: left for an operator, exit 3.
+	out, err = reconcileRun("--json")
+	var rep struct {
+		Reconciler string
+		Summary    struct{ Corrected, Reported int }
+		Unresolved int
+	}
+	if exitCode(err) != exitUnresolved || json.Unmarshal([]byte(out), &rep) != nil || rep.Reconciler != "github-marketplace" ||
+		rep.Summary.Corrected != 1 || rep.Summary.Reported != 1 || rep.Unresolved != 1 {
+		t.Fatalf("run: exit %d (%v), %q; want 1 corrected, 1 reported and exit 3", exitCode(err), err, out)
 	}
 	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'account:101' AND status = 'paid'`); n != 1 {
 		t.Fatal("the listed account got no paid order")

@@ -23,6 +23,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -51,6 +52,9 @@ type Server struct {
 	closers []func(context.Context) error
 	// closed once Shutdown has closed the listener and logged it.
 	listenerClosed chan struct{}
+	// webhookRoutes are the mounted webhook routes, which a 404 under
+	// /webhooks/ names.
+	webhookRoutes []string
 }
 
 // sideServer is a listener of its own beside HTTP_ADDR.
@@ -145,6 +149,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	}
 	pool := s.pool
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(buildInfo())
 	s.metrics = webhooks.NewMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
 	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
@@ -190,6 +195,17 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		close(s.listenerClosed)
 	})
 	return s, nil
+}
+
+// buildInfo is paywebhooks_build_info{version,goversion} 1: which build
+// each replica runs, for dashboards and for joining onto other series.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "paywebhooks_build_info",
+		Help:        "Always 1; its labels are the version the receiver was built as and the Go it was built with.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "goversion": v.GoVersion},
+	}, func() float64 { return 1 })
 }
 
 func (s *Server) metricsHandler() http.Handler {
