@@ -57,7 +57,7 @@ func ParseHost(s string) (host, port string, err error) {
 	}
 	host = strings.ToLower(host)
 	if a, err := netip.ParseAddr(host); err == nil && a.Zone() == "" {
-		return a.String(), port, nil
+		return a.Unmap().String(), port, nil
 	}
 	if host == "" || len(host) > 253 {
 		return "", "", fmt.Errorf("%q is not a host name or address", s)

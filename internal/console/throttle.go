@@ -16,7 +16,9 @@ import (
 //     (counted from the first), the client is locked out for the lockout,
 //     the right token included: it is not even compared. A client is its
 //     address as TRUSTED_PROXIES makes it, and an IPv6 client its /64, the
-//     block one subscriber usually holds.
+//     block one subscriber usually holds. Wrong tokens are counted as
+//     their answers are known: a burst of concurrent guesses from one
+//     client is bounded by the overall cap.
 //   - overall: wrong tokens from every client together are allowed at
 //     overallFailures per lockout, with a burst of as many; each check
 //     holds one while it runs, and a right token gives it back. When none
@@ -33,11 +35,14 @@ import (
 // regardless: beyond it a wrong token is not remembered per client (the
 // overall cap still counted it).
 const (
-	DefaultLockout  = 15 * time.Minute
 	clientFailures  = 5
 	overallFailures = 100
 	maxClients      = 10000
 )
+
+// DefaultLockout is the lockout when Config.Lockout is 0 (ADMIN_LOCKOUT's
+// default).
+const DefaultLockout = 15 * time.Minute
 
 // throttle is the state of both limits.
 type throttle struct {
@@ -47,15 +52,15 @@ type throttle struct {
 	maxClients int
 
 	mu        sync.Mutex
-	clients   map[string]*clientFailuresState
+	clients   map[string]*clientRecord
 	budget    float64   // wrong tokens the overall cap still allows
 	refilled  time.Time // when budget was last topped up
 	swept     time.Time
 	exhausted bool // budget ran out and has not come back: logged once
 }
 
-// clientFailuresState is what is remembered of one client.
-type clientFailuresState struct {
+// clientRecord is what is remembered of one client.
+type clientRecord struct {
 	since    time.Time // the first wrong token counted
 	failures int
 	until    time.Time // locked out until then (zero: not locked out)
@@ -63,7 +68,7 @@ type clientFailuresState struct {
 
 func newThrottle(lockout time.Duration, now time.Time) *throttle {
 	return &throttle{lockout: lockout, perClient: clientFailures, overall: overallFailures, maxClients: maxClients,
-		clients: map[string]*clientFailuresState{}, budget: overallFailures, refilled: now, swept: now}
+		clients: map[string]*clientRecord{}, budget: overallFailures, refilled: now, swept: now}
 }
 
 // refusal says why a token check may not run now.
@@ -114,11 +119,11 @@ func (t *throttle) end(client string, ok bool, now time.Time) (lockedOut, spent 
 		if len(t.clients) >= t.maxClients {
 			return false, spent
 		}
-		c = &clientFailuresState{since: now}
+		c = &clientRecord{since: now}
 		t.clients[client] = c
 	}
 	if !now.Before(c.since.Add(t.lockout)) && !now.Before(c.until) {
-		*c = clientFailuresState{since: now}
+		*c = clientRecord{since: now}
 	}
 	c.failures++
 	if c.failures >= t.perClient && !now.Before(c.until) {
