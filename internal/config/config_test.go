@@ -46,6 +46,21 @@ func TestLoad(t *testing.T) {
 		if c.MailDomain() != "localhost" {
 			t.Errorf("MailDomain = %q", c.MailDomain())
 		}
+		if c.AdminLockout != 15*time.Minute || c.AdminCookieSecure || len(c.AdminHosts) != 0 {
+			t.Errorf("defaults of ADMIN_LOCKOUT, ADMIN_COOKIE_SECURE, ADMIN_HOSTS not applied: %+v", c)
+		}
+	})
+	t.Run("AdminHosts", func(t *testing.T) {
+		e := valid()
+		e["ADMIN_HOSTS"] = "console.example.com, ops.example.com:8443,10.0.0.5,[fd00::5]:8081"
+		e["ADMIN_COOKIE_SECURE"] = "true"
+		c, err := Load(env(e), specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.AdminHosts) != 4 || c.AdminHosts[1] != "ops.example.com:8443" || !c.AdminCookieSecure {
+			t.Errorf("ADMIN_HOSTS = %q, ADMIN_COOKIE_SECURE = %v", c.AdminHosts, c.AdminCookieSecure)
+		}
 	})
 
 	bad := []struct {
@@ -71,6 +86,11 @@ func TestLoad(t *testing.T) {
 		{"ErrStepTimeoutOverLease", "STEP_TIMEOUT", "5m", "LEASE_DURATION 5m0s is not longer than the step timeout (5m0s)"},
 		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
 		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
+		{"ErrAdminHosts", "ADMIN_HOSTS", "console.example.com, https://console.example.com", `ADMIN_HOSTS "https://console.example.com" is not a host`},
+		{"ErrAdminHostsPort", "ADMIN_HOSTS", "console.example.com:0", `ADMIN_HOSTS "console.example.com:0" is not a host`},
+		{"ErrAdminHostsWildcard", "ADMIN_HOSTS", "*.example.com", `ADMIN_HOSTS "*.example.com" is not a host`},
+		{"ErrAdminCookieSecure", "ADMIN_COOKIE_SECURE", "yes", "ADMIN_COOKIE_SECURE must be true or false"},
+		{"ErrAdminLockout", "ADMIN_LOCKOUT", "100ms", "ADMIN_LOCKOUT must be from 1s to 24h"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
