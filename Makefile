@@ -6,6 +6,9 @@ SHELL := /bin/bash
 export GOTOOLCHAIN := go1.27.3
 GO    ?= go
 BIN   := bin
+# The version bin/server is stamped with: `server version`, the start-up log
+# line and paywebhooks_build_info say it. `make build VERSION=v1.2.3` sets it.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .DEFAULT_GOAL := help
 .PHONY: help build run test lint vuln fuzz bench screenshots fmt clean
@@ -14,7 +17,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/server and bin/dev
-	$(GO) build -o $(BIN)/server ./cmd/server
+	$(GO) build -ldflags "-X github.com/paywebhooks/receiver/internal/version.Version=$(VERSION)" -o $(BIN)/server ./cmd/server
 	$(GO) build -o $(BIN)/dev ./cmd/dev
 
 run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is unset)

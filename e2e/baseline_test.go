@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 )
 
 // The baseline receiver is the snippet everyone copies, from the seed
@@ -60,7 +60,7 @@ func runBaseline() int {
 		return 1
 	}
 	defer pool.Close()
-	verifier := stripehook.New([]string{os.Getenv("STRIPE_WEBHOOK_SECRET")})
+	verifier := stripe.New([]string{os.Getenv("STRIPE_WEBHOOK_SECRET")})
 	api := fulfillment.New(os.Getenv("FULFILLMENT_URL"))
 
 	mux := http.NewServeMux()

@@ -8,20 +8,20 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 )
 
 // Deliveries built at test time, in the shapes of the fixtures under
-// internal/webhooks/stripehook/testdata and githubhook/testdata, signed as
+// internal/providers/stripe/testdata and github/testdata, signed as
 // the senders sign them.
 
 func signStripe(body []byte, secret string, at time.Time) string {
-	return stripehook.SignatureHeader(body, secret, at)
+	return stripe.SignatureHeader(body, secret, at)
 }
 
 func signGitHub(body []byte, secret string) string {
-	return "sha256=" + hex.EncodeToString(githubhook.Sign(body, secret))
+	return "sha256=" + hex.EncodeToString(github.Sign(body, secret))
 }
 
 // hmacHex is HMAC-SHA256(secret, msg) in hex.

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/webhooks"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // Fuzz targets for the code every request from the internet reaches before
@@ -48,7 +48,7 @@ func FuzzStripeDecode(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		ev, err := stripehook.Decode(body)
+		ev, err := stripe.Decode(body)
 		if err != nil {
 			var rej *webhooks.RejectError
 			if !errors.As(err, &rej) {
@@ -56,7 +56,7 @@ func FuzzStripeDecode(f *testing.F) {
 			}
 			return
 		}
-		if ev.ID == "" || ev.Key != ev.ID || ev.Type == "" || ev.Source != stripehook.Source {
+		if ev.ID == "" || ev.Key != ev.ID || ev.Type == "" || ev.Source != stripe.Source {
 			t.Fatalf("Decode accepted an event without identity: %+v", ev)
 		}
 		if !bytes.Equal(ev.Body, body) {
@@ -86,7 +86,7 @@ func stripeSignedBy(header string, body []byte, secret string, now time.Time) bo
 			continue
 		}
 		at := time.Unix(secs, 0)
-		if at.Sub(now).Abs() > stripehook.Tolerance {
+		if at.Sub(now).Abs() > stripe.Tolerance {
 			continue
 		}
 		want := hmacHex(secret, []byte(t+"."+string(body)))
@@ -116,7 +116,7 @@ func FuzzStripeVerify(f *testing.F) {
 	f.Add(good, "text/plain", b)
 	f.Add(good, "application/json", append(append([]byte{}, b...), ' '))
 
-	p := stripehook.New([]string{stripeSecret})
+	p := stripe.New([]string{stripeSecret})
 	f.Fuzz(func(t *testing.T, header, contentType string, body []byte) {
 		h := http.Header{"Stripe-Signature": {header}}
 		if contentType != "" {
@@ -145,7 +145,7 @@ func FuzzStripeVerifyMutatedBody(f *testing.F) {
 	for i, b := range fuzzSeedBodies() {
 		f.Add(b, uint16(i*7), byte(1))
 	}
-	p := stripehook.New([]string{stripeSecret})
+	p := stripe.New([]string{stripeSecret})
 	f.Fuzz(func(t *testing.T, body []byte, at uint16, xor byte) {
 		if len(body) == 0 || xor == 0 {
 			return
@@ -180,12 +180,12 @@ func FuzzGitHubVerify(f *testing.F) {
 	} {
 		f.Add(c.sig, c.event, c.guid, c.hook, c.ctype, c.body)
 	}
-	p := githubhook.New([]string{githubSecret}, notifyEmail)
+	p := github.New([]string{githubSecret}, notifyEmail)
 	f.Fuzz(func(t *testing.T, sig, event, guid, hook, ctype string, body []byte) {
 		h := http.Header{}
 		for k, v := range map[string]string{
-			githubhook.HeaderSignature256: sig, githubhook.HeaderEvent: event, githubhook.HeaderDelivery: guid,
-			githubhook.HeaderHookID: hook, "Content-Type": ctype,
+			github.HeaderSignature256: sig, github.HeaderEvent: event, github.HeaderDelivery: guid,
+			github.HeaderHookID: hook, "Content-Type": ctype,
 		} {
 			if v != "" {
 				h.Set(k, v)
@@ -199,7 +199,7 @@ func FuzzGitHubVerify(f *testing.F) {
 			}
 			return
 		}
-		if !strings.EqualFold(strings.TrimSpace(h.Get(githubhook.HeaderSignature256)), "sha256="+hmacHex(githubSecret, body)) {
+		if !strings.EqualFold(strings.TrimSpace(h.Get(github.HeaderSignature256)), "sha256="+hmacHex(githubSecret, body)) {
 			t.Fatalf("Verify accepted a body not signed with the secret: sig %q body %q", sig, body)
 		}
 		if ev.ID != guid || !strings.Contains(ev.Key, guid) || strings.Contains(ev.Key, "/") || ev.Type != event {

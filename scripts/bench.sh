@@ -56,7 +56,7 @@ rc=0
 # -quick run).
 if [ "$quick" = false ]; then
 	pkgs=()
-	for p in internal/webhooks/stripehook internal/webhooks/githubhook; do
+	for p in internal/providers/stripe internal/providers/github; do
 		ls "$p"/*_bench_test.go >/dev/null 2>&1 && pkgs+=("./$p")
 	done
 	if [ ${#pkgs[@]} -gt 0 ]; then

@@ -1,6 +1,6 @@
 -- (a) The receiver's transaction for a new invoice.created event, statement
 -- for statement as the core sends it (internal/webhooks: Processor.commit
--- with claimSQL and copyClaimsSQL; internal/invoices EnsurePending, whose
+-- with claimSQL and copyClaimsSQL; internal/providers/stripe/invoices EnsurePending, whose
 -- insert is conditional on receiver_claimed()): the claim with the stored
 -- body, the event's claims (read only for a copy: a one-time filter for a new event), the invoice, in one
 -- pipeline ending in one Sync: one round trip and one implicit

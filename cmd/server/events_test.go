@@ -12,8 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // checkout is a paid Checkout Session event of the test's own.
@@ -56,11 +56,11 @@ func mustOK(t *testing.T, res rt.Response) {
 // fulfillment call the API refuses with 422, which parks that step.
 func setup(t *testing.T) (*rt.Receiver, func(args ...string) (string, string, error)) {
 	r := rt.New(t)
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("done1"), nil))
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("done2"), nil))
-	mustOK(t, r.Deliver(t, stripehook.Spec, invoiceCreated("inv1"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("done1"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("done2"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, invoiceCreated("inv1"), nil))
 	r.API.SetStatus(422)
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("bad"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("bad"), nil))
 	r.API.SetStatus(0)
 	return r, operator(t, r)
 }
@@ -187,7 +187,7 @@ func TestEventsPrune(t *testing.T) {
 	r, events := setup(t)
 	ctx := context.Background()
 	// A GitHub key, and a step left in progress, all made old.
-	mustOK(t, r.Deliver(t, stripehook.Spec, checkout("stuck"), nil))
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("stuck"), nil))
 	if _, err := r.Pool.Exec(ctx, `
 INSERT INTO processed_events (event_key, source, status, completed_at) VALUES ('42:guid-1', 'github', 'done', now());
 UPDATE processed_events SET status = 'in_progress', completed_at = NULL WHERE event_key = 'evt_stuck/fulfillment';
@@ -283,9 +283,11 @@ func TestEventsReplayNeedsDeliveryConfig(t *testing.T) {
 	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = 'evt_bad/fulfillment' AND status = 'parked'`); n != 1 {
 		t.Fatal("a refused replay changed the parked step")
 	}
+	// The replay changes nothing, and the event is left parked: not a
+	// success (exit 3).
 	out, err = bare("evt_bad", "--allow-unconfigured")
-	if err != nil || !strings.Contains(out, "evt_bad: duplicate") {
-		t.Fatalf("replay --allow-unconfigured: %q, %v", out, err)
+	if exitCode(err) != exitUnresolved || !strings.Contains(out, "evt_bad: duplicate (left parked)") || !strings.Contains(out, "1 parked") {
+		t.Fatalf("replay --allow-unconfigured: %q, exit %d (%v); want the event left parked, exit 3", out, exitCode(err), err)
 	}
 	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = 'evt_bad/fulfillment' AND status = 'parked'`); n != 1 ||
 		len(r.API.Requests()) != calls {
@@ -294,3 +296,102 @@ func TestEventsReplayNeedsDeliveryConfig(t *testing.T) {
 }
 
 func fulfillmentKey(stepKey string) string { return fulfillment.IdempotencyKey(stepKey) }
+
+// TestEventsReplayExitCodes: a replay's exit status and summary say what
+// it left. An event the fulfillment API refuses again is left parked: exit
+// 3, "1 parked"; once the API accepts, the same replay is done: exit 0; a
+// key with no event is a failure: exit 1. --json is one report a script
+// reads.
+func TestEventsReplayExitCodes(t *testing.T) {
+	r, events := setup(t)
+	r.API.SetStatus(422)
+	out, stderr, err := events("replay", "evt_done1", "evt_bad")
+	if exitCode(err) != exitUnresolved || !strings.Contains(out, "evt_done1: duplicate\n") || !strings.Contains(out, "evt_bad: ") ||
+		!strings.Contains(stderr, "replayed 2 events: 1 duplicate, 1 parked\n") || !strings.Contains(stderr, "1 of 2 events left parked") {
+		t.Fatalf("replay with the API refusing again: exit %d (%v)\nstdout %q\nstderr %q; want exit 3 and 1 duplicate, 1 parked",
+			exitCode(err), err, out, stderr)
+	}
+	t.Logf("replay with the API refusing again: exit %d\n%s%s", exitCode(err), out, stderr)
+
+	type report struct {
+		Events []struct {
+			Key, Outcome, State, Result, Error string
+		}
+		Counts     map[string]int
+		LeftParked int `json:"left_parked"`
+		NotDone    int `json:"not_done"`
+	}
+	readReport := func(out string) report {
+		t.Helper()
+		var rep report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("replay --json printed %q: %v", out, err)
+		}
+		return rep
+	}
+	out, _, err = events("replay", "--json", "evt_done1", "evt_bad")
+	rep := readReport(out)
+	if exitCode(err) != exitUnresolved || rep.LeftParked != 1 || rep.NotDone != 0 ||
+		!cmp.Equal(rep.Counts, map[string]int{"duplicate": 1, "parked": 1}) || len(rep.Events) != 2 ||
+		rep.Events[1].Key != "evt_bad" || rep.Events[1].State != "parked" || rep.Events[1].Result != "parked" {
+		t.Fatalf("replay --json: exit %d, %+v", exitCode(err), rep)
+	}
+	if _, stderr, err := events("replay", "--parked", "--since", "1h"); exitCode(err) != exitUnresolved || !strings.Contains(stderr, "1 parked") {
+		t.Fatalf("replay --parked with the API refusing again: exit %d (%v) %q", exitCode(err), err, stderr)
+	}
+
+	r.API.SetStatus(0)
+	out, stderr, err = events("replay", "--json", "evt_bad")
+	rep = readReport(out)
+	if err != nil || rep.LeftParked != 0 || len(rep.Events) != 1 || rep.Events[0].State != "done" ||
+		!strings.Contains(stderr, "replayed 1 events: 1 processed\n") {
+		t.Fatalf("replay once the API accepts: %v, %+v, %q; want exit 0 and the event done", err, rep, stderr)
+	}
+
+	out, stderr, err = events("replay", "evt_missing", "evt_done1")
+	if exitCode(err) != exitFailure || !strings.Contains(out, "evt_missing: error: ") || !strings.Contains(out, "not found") ||
+		!strings.Contains(stderr, "1 duplicate, 1 failed") || !strings.Contains(stderr, "1 of 2 events are not done") {
+		t.Fatalf("replay of a missing key: exit %d (%v)\n%q\n%q; want exit 1", exitCode(err), err, out, stderr)
+	}
+}
+
+// TestEventsJSON: show and prune print JSON a script can read.
+func TestEventsJSON(t *testing.T) {
+	r, events := setup(t)
+	out, _, err := events("show", "evt_bad", "--json")
+	var d struct {
+		Key, State string
+		Claims     []struct{ Key, Status string }
+		Body       map[string]any
+	}
+	if err != nil || json.Unmarshal([]byte(out), &d) != nil || d.Key != "evt_bad" || d.State != "parked" || len(d.Claims) != 3 ||
+		d.Body["id"] != "evt_bad" {
+		t.Fatalf("show --json: %v, %q", err, out)
+	}
+
+	if _, err := r.Pool.Exec(context.Background(), `UPDATE processed_events SET claimed_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = events("prune", "--older-than", "720h", "--dry-run", "--json")
+	var p struct {
+		DryRun  bool `json:"dry_run"`
+		Sources []struct {
+			Source        string
+			Window        string
+			WindowSeconds float64 `json:"window_seconds"`
+			AtFloor       bool    `json:"at_floor"`
+			Events        int64
+			Claims        int64
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(out), &p) != nil || !p.DryRun || len(p.Sources) == 0 {
+		t.Fatalf("prune --json: %v, %q", err, out)
+	}
+	got := map[string]string{}
+	for _, s := range p.Sources {
+		got[s.Source] = fmt.Sprintf("%s %v %d %d", s.Window, s.AtFloor, s.Events, s.Claims)
+	}
+	if got["stripe"] != "720h0m0s false 3 7" || got["github"] != "2160h0m0s true 0 0" {
+		t.Errorf("prune --json: %v; want stripe's 3 events (7 claim rows) at 720h, github at its floor", got)
+	}
+}

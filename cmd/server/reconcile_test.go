@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -11,10 +12,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/paywebhooks/receiver/internal/githubapitest"
+	"github.com/paywebhooks/receiver/internal/providers/github/githubtest"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
+	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/stripeapitest"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 const testStripeKey = "rk_test_reconcile_0123456789"
@@ -29,10 +30,10 @@ func checkoutObject(id, email string, amount int) map[string]any {
 // deliveries would have been, once each, and a second run changes nothing.
 func TestReconcileStripeAfterOutage(t *testing.T) {
 	r := rt.New(t)
-	api := stripeapitest.New(t, testStripeKey)
+	api := stripetest.New(t, testStripeKey)
 	now := time.Now().Truncate(time.Second)
 	before := api.Add("checkout.session.completed", now.Add(-30*time.Minute), checkoutObject("cs_before", "a@example.com", 1000), true)
-	if res := r.Deliver(t, stripehook.Spec, before.Raw, nil); res.Status != 200 {
+	if res := r.Deliver(t, stripe.Spec, before.Raw, nil); res.Status != 200 {
 		t.Fatalf("delivery before the outage: %d %s", res.Status, res.Body)
 	}
 	// The outage: three events created while the receiver was stopped.
@@ -110,6 +111,18 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 	if diff := cmp.Diff(after, r.Snapshot(t)); diff != "" {
 		t.Fatalf("a second run changed the state:\n%s", diff)
 	}
+	out, err = reconcileRun("--since", "1h", "--json")
+	var rep struct {
+		Reconciler string
+		DryRun     bool `json:"dry_run"`
+		Summary    struct{ Found, Known, Processed, Parked int }
+		Unresolved int
+		Error      string
+	}
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil || rep.Reconciler != "stripe" || rep.Summary.Found != 4 ||
+		rep.Summary.Known != 4 || rep.Summary.Processed != 0 || rep.Unresolved != 0 || rep.Error != "" {
+		t.Fatalf("run --json: %v, %q", err, out)
+	}
 	if len(r.SMTP.Messages())-emails != 3 || len(r.API.Requests())-calls != 2 {
 		t.Fatal("a second run sent something again")
 	}
@@ -151,9 +164,9 @@ func TestReconcileUsage(t *testing.T) {
 // call, once), the second is reported, not guessed.
 func TestReconcileMarketplace(t *testing.T) {
 	r := rt.New(t)
-	gh := githubapitest.New(t, 4242)
-	gh.AddPlan(githubapitest.Plan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
-	gh.Subscribe(7, githubapitest.Account{ID: 101, Login: "listed-no-order", Type: "Organization",
+	gh := githubtest.New(t, 4242)
+	gh.AddPlan(githubtest.Plan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
+	gh.Subscribe(7, githubtest.Account{ID: 101, Login: "listed-no-order", Type: "Organization",
 		OrganizationBillingEmail: "billing@listed.example", BillingCycle: "monthly", UnitCount: 1})
 	if _, err := r.Pool.Exec(context.Background(), `
 INSERT INTO orders (source, provider_event_id, external_id, status, amount_cents, currency, customer_email, plan)
@@ -178,8 +191,16 @@ VALUES ('github_marketplace', 'guid-stale', 'account:202', 'paid', 1500, 'usd', 
 	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'account:101'`); n != 0 {
 		t.Fatal("a dry run corrected something")
 	}
-	if _, err := reconcileRun(); err != nil {
-		t.Logf("run: %v (findings that cannot be corrected are reported)", err)
+	// The stale order is only reported: left for an operator, exit 3.
+	out, err = reconcileRun("--json")
+	var rep struct {
+		Reconciler string
+		Summary    struct{ Corrected, Reported int }
+		Unresolved int
+	}
+	if exitCode(err) != exitUnresolved || json.Unmarshal([]byte(out), &rep) != nil || rep.Reconciler != "github-marketplace" ||
+		rep.Summary.Corrected != 1 || rep.Summary.Reported != 1 || rep.Unresolved != 1 {
+		t.Fatalf("run: exit %d (%v), %q; want 1 corrected, 1 reported and exit 3", exitCode(err), err, out)
 	}
 	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'account:101' AND status = 'paid'`); n != 1 {
 		t.Fatal("the listed account got no paid order")

@@ -32,6 +32,13 @@ type Config struct {
 	MetricsAddr string // "" serves /metrics on HTTPAddr
 	AdminAddr   string // "" runs no console
 	AdminToken  string
+	// AdminHosts are more names the console answers to (ADMIN_HOSTS: a
+	// reverse proxy's public name), AdminCookieSecure makes its cookie
+	// Secure, AdminLockout is how long a client is refused after too many
+	// wrong tokens.
+	AdminHosts        []string
+	AdminCookieSecure bool
+	AdminLockout      time.Duration
 
 	// Providers holds each registered provider's configuration, by source.
 	Providers map[string]Provider
@@ -118,6 +125,7 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultMaxInflight     = 256
 	DefaultShutdownTimeout = 45 * time.Second
+	DefaultAdminLockout    = 15 * time.Minute
 	// DefaultDBMaxConns: durable commits need concurrency to share their
 	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
 	DefaultDBMaxConns = 16
@@ -135,6 +143,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		MetricsAddr:        l.str("METRICS_ADDR", ""),
 		AdminAddr:          l.str("ADMIN_ADDR", ""),
 		AdminToken:         l.str("ADMIN_TOKEN", ""),
+		AdminHosts:         l.list("ADMIN_HOSTS"),
+		AdminLockout:       l.duration("ADMIN_LOCKOUT", DefaultAdminLockout),
 		LeaseDuration:      l.duration("LEASE_DURATION", d.Lease),
 		SMTPAddr:           l.str("SMTP_ADDR", ""),
 		SMTPUsername:       l.str("SMTP_USERNAME", ""),
@@ -214,6 +224,19 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		case len(c.AdminToken) < 16:
 			l.fail("ADMIN_TOKEN", "must be set, at least 16 characters, when ADMIN_ADDR is set")
 		}
+	}
+	for _, h := range c.AdminHosts {
+		if !hostName(h) {
+			l.fail("ADMIN_HOSTS", fmt.Sprintf("%q is not a host name or address, with or without a port (console.example.com, 10.0.0.5:8081)", h))
+		}
+	}
+	if v := l.str("ADMIN_COOKIE_SECURE", "false"); v != "true" && v != "false" {
+		l.fail("ADMIN_COOKIE_SECURE", fmt.Sprintf("must be true or false, got %q", v))
+	} else {
+		c.AdminCookieSecure = v == "true"
+	}
+	if c.AdminLockout < time.Second || c.AdminLockout > 24*time.Hour {
+		l.fail("ADMIN_LOCKOUT", "must be from 1s to 24h")
 	}
 	for _, p := range l.list("TRUSTED_PROXIES") {
 		pfx, err := netip.ParsePrefix(p)
@@ -349,6 +372,23 @@ func anyPort(addr string) bool {
 	return err == nil && port == "0"
 }
 
+// hostName reports whether s is a host name or an IP address, with or
+// without a port: an entry of ADMIN_HOSTS (console.ParseHost reads it).
+func hostName(s string) bool {
+	host := s
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.Atoi(p)
+		host = h
+		if err != nil || n < 1 || n > 65535 {
+			return false
+		}
+	}
+	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return !strings.Contains(host, "%")
+	}
+	return host != "" && len(host) <= 253 && strings.Trim(strings.ToLower(host), "abcdefghijklmnopqrstuvwxyz0123456789.-") == ""
+}
+
 // MailDomain is the domain of MAIL_FROM, used on the right of Message-IDs.
 func (c Config) MailDomain() string {
 	if a, err := netmail.ParseAddress(c.MailFrom); err == nil {
@@ -379,6 +419,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("METRICS_ADDR", c.MetricsAddr),
 		slog.String("ADMIN_ADDR", c.AdminAddr),
 		slog.String("ADMIN_TOKEN", mask(c.AdminToken)),
+		slog.String("ADMIN_HOSTS", strings.Join(c.AdminHosts, ",")),
+		slog.Bool("ADMIN_COOKIE_SECURE", c.AdminCookieSecure),
+		slog.String("ADMIN_LOCKOUT", c.AdminLockout.String()),
 	}
 	for _, s := range c.specs {
 		p := c.Providers[s.Source]

@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/mail"
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/webhooks"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 // specs are providers for the tests: internal/providers imports this
 // package, so the tests name two providers themselves.
-var specs = []webhooks.Spec{stripehook.Spec, githubhook.Spec}
+var specs = []webhooks.Spec{stripe.Spec, github.Spec}
 
 func env(kv map[string]string) func(string) string {
 	return func(k string) string { return kv[k] }
@@ -48,6 +48,21 @@ func TestLoad(t *testing.T) {
 		if c.MailDomain() != "localhost" {
 			t.Errorf("MailDomain = %q", c.MailDomain())
 		}
+		if c.AdminLockout != 15*time.Minute || c.AdminCookieSecure || len(c.AdminHosts) != 0 {
+			t.Errorf("defaults of ADMIN_LOCKOUT, ADMIN_COOKIE_SECURE, ADMIN_HOSTS not applied: %+v", c)
+		}
+	})
+	t.Run("AdminHosts", func(t *testing.T) {
+		e := valid()
+		e["ADMIN_HOSTS"] = "console.example.com, ops.example.com:8443,10.0.0.5,[fd00::5]:8081"
+		e["ADMIN_COOKIE_SECURE"] = "true"
+		c, err := Load(env(e), specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.AdminHosts) != 4 || c.AdminHosts[1] != "ops.example.com:8443" || !c.AdminCookieSecure {
+			t.Errorf("ADMIN_HOSTS = %q, ADMIN_COOKIE_SECURE = %v", c.AdminHosts, c.AdminCookieSecure)
+		}
 	})
 
 	bad := []struct {
@@ -75,6 +90,11 @@ func TestLoad(t *testing.T) {
 		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
 		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
 		{"ErrSMTPTLSWithoutAddr", "SMTP_TLS", "starttls", "SMTP_TLS is set, but SMTP_ADDR is not"},
+		{"ErrAdminHosts", "ADMIN_HOSTS", "console.example.com, https://console.example.com", `ADMIN_HOSTS "https://console.example.com" is not a host`},
+		{"ErrAdminHostsPort", "ADMIN_HOSTS", "console.example.com:0", `ADMIN_HOSTS "console.example.com:0" is not a host`},
+		{"ErrAdminHostsWildcard", "ADMIN_HOSTS", "*.example.com", `ADMIN_HOSTS "*.example.com" is not a host`},
+		{"ErrAdminCookieSecure", "ADMIN_COOKIE_SECURE", "yes", "ADMIN_COOKIE_SECURE must be true or false"},
+		{"ErrAdminLockout", "ADMIN_LOCKOUT", "100ms", "ADMIN_LOCKOUT must be from 1s to 24h"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {

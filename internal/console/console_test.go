@@ -20,10 +20,10 @@ import (
 	consolepkg "github.com/paywebhooks/receiver/internal/console"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/server"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -66,6 +66,16 @@ type client struct {
 	c      *console
 	http   *http.Client
 	bearer string
+	xff    string // X-Forwarded-For: a client behind a proxy (TRUSTED_PROXIES) at this address
+	// session is a session cookie sent as it is, not from a jar.
+	session string
+}
+
+// from is the same client sent through a proxy on behalf of addr.
+func (cl *client) from(addr string) *client {
+	c := *cl
+	c.xff = addr
+	return &c
 }
 
 func (c *console) anonymous() *client {
@@ -94,6 +104,12 @@ func (cl *client) do(t *testing.T, req *http.Request) page {
 	t.Helper()
 	if cl.bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+cl.bearer)
+	}
+	if cl.xff != "" {
+		req.Header.Set("X-Forwarded-For", cl.xff)
+	}
+	if cl.session != "" {
+		req.AddCookie(&http.Cookie{Name: "console_session", Value: cl.session})
 	}
 	res, err := cl.http.Do(req)
 	if err != nil {
@@ -201,14 +217,14 @@ func mustOK(t *testing.T, res rt.Response) {
 // API refuses (422), which parks that step.
 func world(t *testing.T, c *console) {
 	t.Helper()
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("done1"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("done2"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, invoiceEvent("inv_created", "invoice.created", "in_777", "payer@example.com"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, invoiceEvent("inv_paid", "invoice.paid", "in_777", "payer@example.com"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("done1"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("done2"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, invoiceEvent("inv_created", "invoice.created", "in_777", "payer@example.com"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, invoiceEvent("inv_paid", "invoice.paid", "in_777", "payer@example.com"), nil))
 	body, h := purchase("6c1d2f7e-0000-4000-8000-00000000aaaa", 424242)
-	mustOK(t, c.Deliver(t, githubhook.Spec, body, h))
+	mustOK(t, c.Deliver(t, github.Spec, body, h))
 	c.API.SetStatus(422)
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("bad"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("bad"), nil))
 	c.API.SetStatus(0)
 }
 
@@ -232,9 +248,12 @@ func (l listed) keys() []string {
 
 // TestAuth: every page refuses a request without the token, with a wrong
 // bearer token or a forged cookie; the sign-in form sets a cookie that is
-// HttpOnly and SameSite=Strict; nothing rendered carries a secret.
+// HttpOnly and SameSite=Strict; sign-out ends the session; nothing
+// rendered carries a secret. (Wrong tokens come from addresses of their
+// own, through the test's "proxy": from one client, they would lock it
+// out.)
 func TestAuth(t *testing.T) {
-	c := newConsole(t)
+	c := newConsole(t, rt.Env("TRUSTED_PROXIES", "127.0.0.1"))
 	world(t, c)
 	paths := []string{"/", "/events", "/events?q=cs_bad", "/events/evt_bad", "/events/evt_bad/replay",
 		"/events/evt_bad/steps/fulfillment/run", "/replay-parked"}
@@ -255,8 +274,9 @@ func TestAuth(t *testing.T) {
 		mustStatus(t, "POST replay", res, http.StatusUnauthorized)
 	})
 	t.Run("WrongBearer", func(t *testing.T) {
-		for _, tok := range []string{"wrong", token + "x", token[:len(token)-1], strings.ToUpper(token)} {
-			mustStatus(t, "GET / with bearer "+tok, c.bearer(tok).get(t, "/"), http.StatusUnauthorized)
+		for i, tok := range []string{"wrong", token + "x", token[:len(token)-1], strings.ToUpper(token), "Bearer"} {
+			cl := c.bearer(tok).from(fmt.Sprintf("192.0.2.%d", i+1))
+			mustStatus(t, "GET / with bearer "+tok, cl.get(t, "/"), http.StatusUnauthorized)
 		}
 	})
 	t.Run("Bearer", func(t *testing.T) {
@@ -265,7 +285,7 @@ func TestAuth(t *testing.T) {
 		}
 	})
 	t.Run("WrongLogin", func(t *testing.T) {
-		res := c.anonymous().post(t, "/login", url.Values{"token": {"not-the-token"}}, nil)
+		res := c.anonymous().from("198.51.100.1").post(t, "/login", url.Values{"token": {"not-the-token"}}, nil)
 		mustStatus(t, "POST /login", res, http.StatusUnauthorized)
 		mustContain(t, "POST /login", res, "That is not the console&#39;s token.")
 		if res.Header.Get("Set-Cookie") != "" {
@@ -294,7 +314,8 @@ func TestAuth(t *testing.T) {
 		mustStatus(t, "GET / signed in", b.get(t, "/"), http.StatusOK)
 	})
 	t.Run("ForgedCookie", func(t *testing.T) {
-		for _, v := range []string{"s1.99999999999.AAAA", "s1.99999999999", "", "x"} {
+		for _, v := range []string{"s1.99999999999.AAAA", "s1.99999999999", "", "x", oldCookie(token, time.Now().Add(time.Hour)),
+			"s2.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.AAAA"} {
 			req, _ := http.NewRequest(http.MethodGet, c.URL+"/", nil)
 			req.AddCookie(&http.Cookie{Name: "console_session", Value: v})
 			mustStatus(t, "GET / with cookie "+v, c.anonymous().do(t, req), http.StatusUnauthorized)
@@ -302,12 +323,18 @@ func TestAuth(t *testing.T) {
 	})
 	t.Run("Logout", func(t *testing.T) {
 		b := c.browser(t)
+		stolen := b.cookie(t)
 		res := b.post(t, "/logout", url.Values{"csrf": {b.csrf(t, "/")}}, nil)
 		mustStatus(t, "POST /logout", res, http.StatusSeeOther)
 		mustStatus(t, "GET / signed out", b.get(t, "/"), http.StatusUnauthorized)
+		// The cookie a browser forgets is refused when it is sent again:
+		// copied before sign-out, it opens nothing.
+		res = c.withCookie(stolen).get(t, "/")
+		mustStatus(t, "GET / with the cookie of a signed-out session", res, http.StatusUnauthorized)
+		mustContain(t, "GET / signed out", res, "Your session has ended")
 	})
 	t.Run("NoSecretRendered", func(t *testing.T) {
-		secrets := []string{token, rt.Secret(stripehook.Spec), rt.Secret(githubhook.Spec)}
+		secrets := []string{token, rt.Secret(stripe.Spec), rt.Secret(github.Spec)}
 		b := c.browser(t)
 		for _, p := range append(paths, "/login", "/events?state=parked") {
 			res := b.get(t, p)
@@ -537,7 +564,7 @@ func TestEventPage(t *testing.T) {
 	hostile := []byte(`{"id":"evt_xss","object":"event","api_version":"2023-10-16","type":"checkout.session.completed",
 "data":{"object":{"id":"cs_xss","object":"checkout.session","payment_status":"paid","amount_total":100,"currency":"usd",
 "payment_intent":"pi_xss","customer_details":{"email":"xss@example.com","name":"<script>alert(1)</script><img src=x onerror=alert(2)>"}}}}`)
-	mustOK(t, c.Deliver(t, stripehook.Spec, hostile, nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, hostile, nil))
 	b := c.browser(t)
 
 	t.Run("Parked", func(t *testing.T) {
@@ -657,10 +684,10 @@ func TestReplay(t *testing.T) {
 func TestReplayParkedWindow(t *testing.T) {
 	c := newConsole(t)
 	c.API.SetStatus(422)
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("p1"), nil))
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("p2"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("p1"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("p2"), nil))
 	c.API.SetStatus(0)
-	mustOK(t, c.Deliver(t, stripehook.Spec, checkout("fine"), nil))
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("fine"), nil))
 	b := c.browser(t)
 
 	preview := b.get(t, "/replay-parked?age=1h")
@@ -686,7 +713,7 @@ func TestReplayParkedWindow(t *testing.T) {
 func TestRunStep(t *testing.T) {
 	c := newConsole(t, rt.Env("REDRIVE_INTERVAL", "1h"))
 	c.API.SetStatus(503)
-	res := c.Deliver(t, stripehook.Spec, checkout("slow"), nil)
+	res := c.Deliver(t, stripe.Spec, checkout("slow"), nil)
 	if res.Status != http.StatusBadGateway {
 		t.Fatalf("delivery with the API down: %d %s", res.Status, res.Body)
 	}
@@ -777,7 +804,7 @@ func TestReconcileAction(t *testing.T) {
 		t.Fatal(err)
 	}
 	fake := &fakeReconciler{}
-	con, err := consolepkg.New(consolepkg.Config{Token: token, DB: r.Pool, Processor: r.Server.Processor(), Providers: provs,
+	con, err := consolepkg.New(consolepkg.Config{Token: token, Addr: "127.0.0.1:0", DB: r.Pool, Processor: r.Server.Processor(), Providers: provs,
 		Specs: r.Config.Specs(), Lease: r.Config.LeaseDuration, Reconciler: fake})
 	if err != nil {
 		t.Fatal(err)

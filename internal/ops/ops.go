@@ -45,8 +45,7 @@ type Filter struct {
 	// Query is any id an operator holds, or a customer's email: the
 	// listing is the events it finds (see search.go).
 	Query string
-	// Specs are the providers whose orders a query looks up; nil: every
-	// provider of internal/providers.
+	// Specs are the providers whose orders a query looks up.
 	Specs []webhooks.Spec
 	// After continues a listing after this event (keyset pagination): the
 	// events that follow it, older, in the listing's order.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -131,11 +130,8 @@ SELECT payment_intent_id, charge_id, amount_refunded, currency FROM refunds WHER
 // Related reads the business rows the event d concerns, in one round
 // trip, each through a unique or indexed key: orders it created (by its
 // id) or whose business key or payment intent its body names, invoices
-// its body names, refunds it recorded. specs nil: internal/providers'.
+// its body names, refunds it recorded; specs are the providers.
 func Related(ctx context.Context, q webhooks.Querier, d Detail, specs []webhooks.Spec) (Records, error) {
-	if specs == nil {
-		specs = providers.All()
-	}
 	var sources []string
 	for _, s := range specs {
 		if s.Source == d.Source {

@@ -1,7 +1,6 @@
 package ops
 
 import (
-	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -36,9 +35,6 @@ const (
 
 // searchSQL is the query of Filter.Query: a list of event keys ("key").
 func searchSQL(b *sqlBuilder, query string, specs []webhooks.Spec) string {
-	if specs == nil {
-		specs = providers.All()
-	}
 	var orderSources, ofProvider []string
 	for _, s := range specs {
 		for _, src := range s.OrderSources {

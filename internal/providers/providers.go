@@ -1,24 +1,84 @@
-// Package providers is the registry of webhook providers. Configuration,
-// the routes, `make run`'s development secrets, `events prune` and
-// `events list`, the test helpers and the README's tables all loop over
-// All: adding a provider is its package and one line here.
+// Package providers is the registry: the one place that names every
+// webhook provider and every step kind. Each provider lives in a folder of
+// its own below this one (its Spec and verification, its plans, its
+// catch-up, the fake of its API, its fixtures and tests); adding one is
+// its folder and one line in List. Only the commands (cmd/) and tests
+// import this package: they hand what it lists down to internal/server,
+// internal/ops and internal/console, which name no provider.
 package providers
 
 import (
+	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/providers/github"
+	"github.com/paywebhooks/receiver/internal/providers/paddle"
+	"github.com/paywebhooks/receiver/internal/providers/stripe"
+	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/paddlehook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
-// All returns the Spec of every provider the receiver knows, in the order
-// their routes are mounted and their variables documented.
-func All() []webhooks.Spec {
-	return []webhooks.Spec{
-		stripehook.Spec,
-		githubhook.Spec,
-		paddlehook.Spec,
+// Provider is one line of the registry: a provider's Spec and, when it can
+// catch up on what its deliveries missed, its Reconciler.
+type Provider struct {
+	Spec       webhooks.Spec
+	Reconciler *reconcile.Reconciler // nil: no catch-up
+}
+
+// List returns every provider the receiver knows, in the order their
+// routes are mounted and their variables documented.
+func List() []Provider {
+	return []Provider{
+		{stripe.Spec, &stripe.Reconciler},
+		{github.Spec, &github.Reconciler},
+		{paddle.Spec, nil},
 	}
+}
+
+// All returns the Spec of every provider of List.
+func All() []webhooks.Spec {
+	var out []webhooks.Spec
+	for _, p := range List() {
+		out = append(out, p.Spec)
+	}
+	return out
+}
+
+// Reconcilers returns the catch-up of every provider of List that has one
+// (`server reconcile <name>`, RECONCILE_INTERVAL, the console).
+func Reconcilers() []reconcile.Reconciler {
+	var out []reconcile.Reconciler
+	for _, p := range List() {
+		if p.Reconciler != nil {
+			out = append(out, *p.Reconciler)
+		}
+	}
+	return out
+}
+
+// StepKinds returns the step kinds the receiver runs, by the name a Step
+// carries, built from the configuration: the server, `events replay` and
+// `reconcile` all use it, so a kind a fork adds is one line here.
+func StepKinds(cfg config.Config) webhooks.StepKinds {
+	var sender mail.Sender = mail.FileSender{Dir: cfg.MailDir}
+	if cfg.SMTPAddr != "" {
+		sender = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, TLS: cfg.SMTPTLS}
+	}
+	var client *fulfillment.Client
+	if cfg.FulfillmentURL != "" {
+		client = fulfillment.New(cfg.FulfillmentURL)
+	}
+	return webhooks.StepKinds{
+		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain()},
+		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
+	}
+}
+
+// Registry is what internal/server is built from besides its
+// configuration (whose providers are All).
+func Registry() server.Registry {
+	return server.Registry{Reconcilers: Reconcilers(), StepKinds: StepKinds}
 }
 
 // Sources returns the source name of every provider in specs.

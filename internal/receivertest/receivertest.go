@@ -112,7 +112,7 @@ func New(tb testing.TB, opts ...Option) *Receiver {
 		f(&cfg)
 	}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	srv, err := server.New(context.Background(), cfg, log, s.server...)
+	srv, err := server.New(context.Background(), cfg, providers.Registry(), log, s.server...)
 	if err != nil {
 		tb.Fatalf("server.New: %v", err)
 	}

@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -78,54 +77,3 @@ type Instance interface {
 	// Job is its periodic job (RECONCILE_INTERVAL).
 	Job() Job
 }
-
-// StripeInstance is the Instance of a Stripe reconciliation, with the
-// event types the periodic job lists (those the provider acts on).
-type StripeInstance struct {
-	*Stripe
-	PeriodicTypes []string
-}
-
-// Run implements Instance.
-func (s StripeInstance) Run(ctx context.Context, o Options) (Summary, error) {
-	so := StripeOptions{Since: o.Since, Resume: o.Resume, Types: o.Types, FailedOnly: o.FailedOnly, DryRun: o.DryRun,
-		Trigger: o.Trigger}
-	if o.Out != nil {
-		so.OnEvent = func(r EventReport) {
-			if o.DryRun || r.Disposition != DispKnown {
-				line := fmt.Sprintf("%s %s %s %s", r.Created.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
-				if r.Err != nil {
-					line += ": " + r.Err.Error()
-				}
-				fmt.Fprintln(o.Out, line)
-			}
-		}
-		so.Progress = func(sum StripeSummary) {
-			if sum.Found > 0 && sum.Found%100 == 0 {
-				fmt.Fprintf(o.Out, "… %s\n", sum)
-			}
-		}
-	}
-	sum, err := s.Stripe.Run(ctx, so)
-	return sum, err
-}
-
-// Job implements Instance.
-func (s StripeInstance) Job() Job { return s.Stripe.Job(StripeOptions{Types: s.PeriodicTypes}, 0) }
-
-// MarketplaceInstance is the Instance of a GitHub Marketplace
-// reconciliation.
-type MarketplaceInstance struct{ *Marketplace }
-
-// Run implements Instance.
-func (m MarketplaceInstance) Run(ctx context.Context, o Options) (Summary, error) {
-	mo := MarketplaceOptions{DryRun: o.DryRun, Trigger: o.Trigger}
-	if o.Out != nil {
-		mo.OnFinding = func(f Finding) { fmt.Fprintln(o.Out, f.String()) }
-	}
-	sum, err := m.Marketplace.Run(ctx, mo)
-	return sum, err
-}
-
-// Job implements Instance.
-func (m MarketplaceInstance) Job() Job { return m.Marketplace.Job(MarketplaceOptions{}) }

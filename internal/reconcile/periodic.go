@@ -26,47 +26,6 @@ const DefaultLookback = time.Hour
 // Marketplace changes) to their delivery.
 const DefaultSettle = 2 * time.Minute
 
-// Job returns the periodic job of Stripe: Resume from the cursor of the
-// last run with o's filters, or from lookback ago (DefaultLookback when 0)
-// the first time, leaving events younger than o.Settle (DefaultSettle when
-// 0) to their delivery. Give it the types the receiver handles, so that
-// what it counts as missed is what the endpoint should have received.
-func (s *Stripe) Job(o StripeOptions, lookback time.Duration) Job {
-	if lookback <= 0 {
-		lookback = DefaultLookback
-	}
-	if o.Settle <= 0 {
-		o.Settle = DefaultSettle
-	}
-	o.Resume, o.Since, o.DryRun, o.Trigger = true, lookback, false, TriggerPeriodic
-	return Job{Source: SourceStripe, Run: func(ctx context.Context) (Tally, error) {
-		sum, err := s.Run(ctx, o)
-		if err == nil {
-			s.log().Info("reconcile stripe", "summary", sum.String())
-		}
-		return sum.Tally(), err
-	}}
-}
-
-// Job returns the periodic job of the Marketplace, leaving purchases GitHub
-// changed within o.Settle (DefaultSettle when 0) to their delivery.
-func (m *Marketplace) Job(o MarketplaceOptions) Job {
-	if o.Settle <= 0 {
-		o.Settle = DefaultSettle
-	}
-	o.DryRun, o.Trigger = false, TriggerPeriodic
-	return Job{Source: SourceMarketplace, Run: func(ctx context.Context) (Tally, error) {
-		sum, err := m.Run(ctx, o)
-		if err == nil {
-			m.log().Info("reconcile github marketplace", "summary", sum.String())
-			for _, f := range sum.Findings {
-				m.log().Warn("reconcile github marketplace: finding", "finding", f.String())
-			}
-		}
-		return sum.Tally(), err
-	}}
-}
-
 // Runner runs jobs every Interval (RECONCILE_INTERVAL), in every replica;
 // each job's lock makes one replica at a time do the work, and the others
 // count a "busy" run.

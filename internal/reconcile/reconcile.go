@@ -1,31 +1,19 @@
-// Package reconcile catches up with what the providers know and the
-// receiver never heard of: deliveries that did not arrive, and GitHub
-// Marketplace purchases whose events were lost.
+// Package reconcile is the framework of catching up: what every provider's
+// catch-up shares, and nothing of any provider. A provider that can list
+// what its deliveries missed (an events API, a listing of purchases)
+// offers a Reconciler beside its Spec, in its own folder under
+// internal/providers; this package runs it.
 //
-// Stripe: the Events API (GET /v1/events) is listed oldest first from a
-// --since window or from the cursor of the last run (StripeAPI, with
-// stripe-go v76's event iterator), and every event the claims table does
-// not know is handed to the same processor a delivery uses, through the
-// same claim (Stripe.Run). An event fetched over TLS with the API key is
-// authentic without a signature; its stored body is its JSON object byte
-// for byte as the API returned it, and it is marked Via "reconcile". The
-// last event reconciled is kept (reconcile_cursors) so that --resume
-// continues where a run stopped.
-//
-// GitHub Marketplace has no delivery API: its listing (plans and the
-// accounts on each, GitHubAPI with the app's JWT) is compared with the
-// Marketplace orders (Marketplace.Run). An account on a plan with no paid
-// order becomes a synthetic marketplace_purchase "purchased" event, a plan
-// that differs a synthetic "changed", each with a deterministic key and
-// processed through the GitHub provider like a delivery, so that a second
-// run is a duplicate and no step is ever sent twice. What cannot be
-// corrected safely (a paid order for an account GitHub no longer lists: the
-// date of its cancellation is unknown) is reported, never guessed.
-//
-// Every run that writes holds a PostgreSQL advisory lock per source, so one
-// replica at a time reconciles a source (Store.Lock), and is recorded in
-// reconcile_runs, from which the metrics read the time of the last
-// successful run. Runner runs the jobs periodically (RECONCILE_INTERVAL).
+// A catch-up hands every event the receiver does not know to the same
+// processor a delivery uses, through the same claim (Processor), marked
+// Via "reconcile" (Reconciled): an event already processed is a duplicate
+// and changes nothing. Every run that writes holds a PostgreSQL advisory
+// lock per source, so that one replica at a time reconciles a source
+// (Store.Lock), and is recorded in reconcile_runs (Store.StartRun,
+// FinishRun), from which the metrics read the time of the last successful
+// run; a listing that can resume keeps where it stopped in
+// reconcile_cursors (Cursor). Runner runs the providers' periodic jobs
+// (RECONCILE_INTERVAL), one replica at a time.
 //
 // The package consumes the core through two small interfaces, Processor
 // and Claims, so that it does not depend on how the processor is built.
@@ -36,13 +24,6 @@ import (
 	"errors"
 
 	"github.com/paywebhooks/receiver/internal/webhooks"
-)
-
-// Sources reconciled, as they appear in reconcile_runs, reconcile_cursors,
-// logs and metrics.
-const (
-	SourceStripe      = "stripe"
-	SourceMarketplace = "github_marketplace"
 )
 
 // Triggers of a run, as recorded in reconcile_runs.triggered_by.
@@ -77,9 +58,9 @@ var (
 	ErrIncomplete = errors.New("reconciliation incomplete")
 )
 
-// reconciled marks an event as fetched from the provider's API rather than
+// Reconciled marks an event as fetched from the provider's API rather than
 // posted to the receiver's route.
-func reconciled(ev webhooks.Event) webhooks.Event {
+func Reconciled(ev webhooks.Event) webhooks.Event {
 	ev.Via = webhooks.ViaReconcile
 	return ev
 }

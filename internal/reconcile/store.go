@@ -229,13 +229,13 @@ func (s *Store) Known(ctx context.Context, keys []string) (map[string]bool, erro
 	return known, nil
 }
 
-// orders returns the orders of source, for comparison with a provider's
+// Orders returns the orders of source, for comparison with a provider's
 // truth.
-func (s *Store) orders(ctx context.Context, source string) ([]orders.Listing, error) {
+func (s *Store) Orders(ctx context.Context, source string) ([]orders.Listing, error) {
 	return orders.ListBySource(ctx, s.pool, source)
 }
 
-// order returns the order of source with the business key externalID.
-func (s *Store) order(ctx context.Context, source, externalID string) (orders.Listing, bool, error) {
+// Order returns the order of source with the business key externalID.
+func (s *Store) Order(ctx context.Context, source, externalID string) (orders.Listing, bool, error) {
 	return orders.ListingOf(ctx, s.pool, source, externalID)
 }

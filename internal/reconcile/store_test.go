@@ -13,51 +13,52 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/reconcile/reconciletest"
 )
 
 func TestStoreLock(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	a := reconcile.NewStore(pool)
-	b := reconcile.NewStore(openPool(t, pool.Config().ConnString())) // another replica
+	b := reconcile.NewStore(reconciletest.OpenPool(t, pool.Config().ConnString())) // another replica
 	ctx := context.Background()
 
-	release, err := a.Lock(ctx, reconcile.SourceStripe)
+	release, err := a.Lock(ctx, sourceA)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tryLock(b, reconcile.SourceStripe); !errors.Is(err, reconcile.ErrBusy) {
+	if err := tryLock(b, sourceA); !errors.Is(err, reconcile.ErrBusy) {
 		t.Errorf("second lock: %v, want ErrBusy", err)
 	}
-	if err := tryLock(a, reconcile.SourceStripe); !errors.Is(err, reconcile.ErrBusy) {
+	if err := tryLock(a, sourceA); !errors.Is(err, reconcile.ErrBusy) {
 		t.Errorf("second lock from the same pool: %v, want ErrBusy", err)
 	}
-	other, err := b.Lock(ctx, reconcile.SourceMarketplace)
+	other, err := b.Lock(ctx, sourceB)
 	if err != nil {
 		t.Errorf("another source's lock: %v", err)
 	} else {
 		other()
 	}
 	release()
-	again, err := b.Lock(ctx, reconcile.SourceStripe)
+	again, err := b.Lock(ctx, sourceA)
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
 	again()
 
 	t.Run("ReleasedWhenTheSessionDies", func(t *testing.T) {
-		dying := openPool(t, pool.Config().ConnString())
-		releaseDead, err := reconcile.NewStore(dying).Lock(ctx, reconcile.SourceStripe)
+		dying := reconciletest.OpenPool(t, pool.Config().ConnString())
+		releaseDead, err := reconcile.NewStore(dying).Lock(ctx, sourceA)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// The holder's session ends (its process died, or the network
 		// dropped it): PostgreSQL releases the lock.
-		mustExec(t, pool, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l
+		reconciletest.MustExec(t, pool, `SELECT pg_terminate_backend(l.pid) FROM pg_locks l
 WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())`)
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			release, err := a.Lock(ctx, reconcile.SourceStripe)
+			release, err := a.Lock(ctx, sourceA)
 			if err == nil {
 				release()
 				break
@@ -75,7 +76,7 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
 		got, busy := 0, 0
 		hold := make(chan struct{})
 		for range 8 {
-			replica := reconcile.NewStore(openPool(t, pool.Config().ConnString()))
+			replica := reconcile.NewStore(reconciletest.OpenPool(t, pool.Config().ConnString()))
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -113,10 +114,10 @@ func tryLock(s *reconcile.Store, source string) error {
 func TestStoreKnown(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	s := reconcile.NewStore(pool)
-	mustExec(t, pool, `INSERT INTO processed_events (event_key, source, status, kind, via) VALUES
-		('evt_a', 'stripe', 'done', 'event', 'delivery'),
-		('evt_b', 'stripe', 'parked', 'event', 'reconcile'),
-		('evt_a/email.receipt', 'stripe', 'in_progress', 'step', NULL)`)
+	reconciletest.MustExec(t, pool, `INSERT INTO processed_events (event_key, source, status, kind, via) VALUES
+		('evt_a', 'alpha', 'done', 'event', 'delivery'),
+		('evt_b', 'alpha', 'parked', 'event', 'reconcile'),
+		('evt_a/email.receipt', 'alpha', 'in_progress', 'step', NULL)`)
 	known, err := s.Known(context.Background(), []string{"evt_a", "evt_b", "evt_c", "evt_a/email.receipt"})
 	if err != nil {
 		t.Fatal(err)
@@ -133,42 +134,42 @@ func TestStoreRunsAndCursors(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	s := reconcile.NewStore(pool)
 	ctx := context.Background()
-	if _, ok, err := s.Cursor(ctx, reconcile.SourceStripe, ""); ok || err != nil {
+	if _, ok, err := s.Cursor(ctx, sourceA, ""); ok || err != nil {
 		t.Errorf("cursor of an empty table: %t %v", ok, err)
 	}
-	id, err := s.StartRun(ctx, reconcile.SourceStripe, reconcile.TriggerCLI)
+	id, err := s.StartRun(ctx, sourceA, reconcile.TriggerCLI)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := reconcile.Cursor{ID: "evt_1", Created: time.Unix(1700000000, 0)}
-	if err := s.SaveCursor(ctx, reconcile.SourceStripe, "", c, id); err != nil {
+	if err := s.SaveCursor(ctx, sourceA, "", c, id); err != nil {
 		t.Fatal(err)
 	}
 	back := reconcile.Cursor{ID: "evt_0", Created: time.Unix(1600000000, 0)}
-	if err := s.SaveCursor(ctx, reconcile.SourceStripe, "failed_only", back, id); err != nil {
+	if err := s.SaveCursor(ctx, sourceA, "failed_only", back, id); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := s.Cursor(ctx, reconcile.SourceStripe, "")
+	got, ok, err := s.Cursor(ctx, sourceA, "")
 	if err != nil || !ok || !got.Equal(c) {
 		t.Errorf("cursor %+v %t %v, want %+v", got, ok, err, c)
 	}
 	if err := s.FinishRun(ctx, id, reconcile.Tally{Found: 3, Missed: 1}, map[string]int{"found": 3}, nil); err != nil {
 		t.Fatal(err)
 	}
-	failed, _ := s.StartRun(ctx, reconcile.SourceStripe, reconcile.TriggerPeriodic)
-	if err := s.FinishRun(ctx, failed, reconcile.Tally{}, nil, errors.New("stripe api: 500")); err != nil {
+	failed, _ := s.StartRun(ctx, sourceA, reconcile.TriggerPeriodic)
+	if err := s.FinishRun(ctx, failed, reconcile.Tally{}, nil, errors.New("api: 500")); err != nil {
 		t.Fatal(err)
 	}
-	running, _ := s.StartRun(ctx, reconcile.SourceMarketplace, reconcile.TriggerPeriodic)
-	runs, err := s.Runs(ctx, reconcile.SourceStripe, 10)
+	running, _ := s.StartRun(ctx, sourceB, reconcile.TriggerPeriodic)
+	runs, err := s.Runs(ctx, sourceA, 10)
 	if err != nil || len(runs) != 2 {
 		t.Fatalf("runs %+v %v", runs, err)
 	}
-	if runs[0].ID != failed || runs[0].Result != "error" || runs[0].Error != "stripe api: 500" ||
+	if runs[0].ID != failed || runs[0].Result != "error" || runs[0].Error != "api: 500" ||
 		runs[1].Result != "ok" || runs[1].Tally.Missed != 1 || string(runs[1].Summary) != `{"found": 3}` {
 		t.Errorf("runs %+v", runs)
 	}
-	m, _ := s.Runs(ctx, reconcile.SourceMarketplace, 10)
+	m, _ := s.Runs(ctx, sourceB, 10)
 	if len(m) != 1 || m[0].ID != running || m[0].Result != "running" || !m[0].FinishedAt.IsZero() {
 		t.Errorf("running run %+v", m)
 	}
@@ -182,7 +183,7 @@ func TestRunnerAndMetrics(t *testing.T) {
 	store := reconcile.NewStore(pool)
 	reg := prometheus.NewRegistry()
 	metrics := reconcile.NewMetrics(reg)
-	reg.MustRegister(reconcile.NewCollector(pool, testLog(t)))
+	reg.MustRegister(reconcile.NewCollector(pool, reconciletest.Log(t)))
 	ctx := context.Background()
 
 	// A job that records its runs as the real ones do.
@@ -198,9 +199,9 @@ func TestRunnerAndMetrics(t *testing.T) {
 			return tally, errors.Join(err, store.FinishRun(ctx, id, tally, nil, err))
 		}}
 	}
-	r := &reconcile.Runner{Interval: time.Hour, Metrics: metrics, Store: store, Log: testLog(t), Jobs: []reconcile.Job{
-		job("stripe", reconcile.Tally{Found: 10, Missed: 3}, nil),
-		job("github_marketplace", reconcile.Tally{Found: 4, Missed: 2, Unresolved: 1}, errors.New("github api: 502")),
+	r := &reconcile.Runner{Interval: time.Hour, Metrics: metrics, Store: store, Log: reconciletest.Log(t), Jobs: []reconcile.Job{
+		job(sourceA, reconcile.Tally{Found: 10, Missed: 3}, nil),
+		job(sourceB, reconcile.Tally{Found: 4, Missed: 2, Unresolved: 1}, errors.New("api: 502")),
 		job("busy", reconcile.Tally{}, reconcile.ErrBusy),
 	}}
 	r.Once(ctx)
@@ -228,32 +229,32 @@ func TestRunnerAndMetrics(t *testing.T) {
 		}
 	}
 	for key, want := range map[string]float64{
-		"webhook_reconcile_runs_total{ok,stripe}":                   1,
-		"webhook_reconcile_runs_total{recent,stripe}":               1,
-		"webhook_reconcile_runs_total{error,github_marketplace}":    1,
-		"webhook_reconcile_runs_total{recent,github_marketplace}":   1,
-		"webhook_reconcile_runs_total{busy,busy}":                   2,
-		"webhook_reconcile_missed_total{stripe}":                    3,
-		"webhook_reconcile_missed_total{github_marketplace}":        2,
-		"webhook_reconcile_last_run_missed{stripe}":                 3,
-		"webhook_reconcile_last_run_unresolved{github_marketplace}": 1,
+		"webhook_reconcile_runs_total{ok,alpha}":      1,
+		"webhook_reconcile_runs_total{recent,alpha}":  1,
+		"webhook_reconcile_runs_total{error,beta}":    1,
+		"webhook_reconcile_runs_total{recent,beta}":   1,
+		"webhook_reconcile_runs_total{busy,busy}":     2,
+		"webhook_reconcile_missed_total{alpha}":       3,
+		"webhook_reconcile_missed_total{beta}":        2,
+		"webhook_reconcile_last_run_missed{alpha}":    3,
+		"webhook_reconcile_last_run_unresolved{beta}": 1,
 	} {
 		if got, ok := values[key]; !ok || got != want {
 			t.Errorf("%s = %v (present: %t), want %v", key, got, ok, want)
 		}
 	}
-	last := values["webhook_reconcile_last_success_timestamp_seconds{stripe}"]
+	last := values["webhook_reconcile_last_success_timestamp_seconds{alpha}"]
 	if d := time.Since(time.Unix(int64(last), 0)); d < 0 || d > time.Minute {
-		t.Errorf("last success of stripe %v (%v ago)", last, d)
+		t.Errorf("last success of alpha %v (%v ago)", last, d)
 	}
-	if _, ok := values["webhook_reconcile_last_success_timestamp_seconds{github_marketplace}"]; ok {
+	if _, ok := values["webhook_reconcile_last_success_timestamp_seconds{beta}"]; ok {
 		t.Error("a last success for a source whose runs all failed")
 	}
 
 	t.Run("RunStopsWithTheContext", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		ran := make(chan struct{}, 10)
-		r := &reconcile.Runner{Interval: 10 * time.Millisecond, Log: testLog(t), Jobs: []reconcile.Job{{Source: "x",
+		r := &reconcile.Runner{Interval: 10 * time.Millisecond, Log: reconciletest.Log(t), Jobs: []reconcile.Job{{Source: "x",
 			Run: func(context.Context) (reconcile.Tally, error) { ran <- struct{}{}; return reconcile.Tally{}, nil }}}}
 		done := make(chan error)
 		go func() { done <- r.Run(ctx) }()
@@ -265,3 +266,6 @@ func TestRunnerAndMetrics(t *testing.T) {
 		}
 	})
 }
+
+// The framework's tests reconcile two made-up sources.
+const sourceA, sourceB = "alpha", "beta"

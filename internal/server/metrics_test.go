@@ -11,9 +11,9 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/webhooks/githubhook"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 func stripeEvent(id, typ, object string) []byte {
@@ -40,7 +40,7 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	} {
 		h := d.header
 		if h == nil {
-			h = rt.Signed(stripehook.Spec, d.body, nil)
+			h = rt.Signed(stripe.Spec, d.body, nil)
 		}
 		if res := r.Post(t, "/webhooks/stripe", h, d.body); res.Status != d.want {
 			t.Fatalf("delivery answered %d, want %d: %s", res.Status, d.want, res.Body)
@@ -48,8 +48,8 @@ func TestMetricsAfterDeliveries(t *testing.T) {
 	}
 	// A delivery signed with the previous secret: position 1.
 	old := stripeEvent("evt_m5", "invoice.created", `{"id":"in_m5"}`)
-	h := rt.Signed(stripehook.Spec, old, nil)
-	h.Set("Stripe-Signature", stripehook.SignatureHeader(old, rt.OldSecret(stripehook.Spec), time.Now()))
+	h := rt.Signed(stripe.Spec, old, nil)
+	h.Set("Stripe-Signature", stripe.SignatureHeader(old, rt.OldSecret(stripe.Spec), time.Now()))
 	if res := r.Post(t, "/webhooks/stripe", h, old); res.Status != 200 {
 		t.Fatalf("old secret: %d", res.Status)
 	}
@@ -134,11 +134,11 @@ func scrape(t *testing.T, url string) func(name string, labels map[string]string
 func TestAPIVersionMismatchCounted(t *testing.T) {
 	r := rt.New(t)
 	ev := []byte(`{"id":"evt_v1","object":"event","api_version":"2025-03-31.basil","type":"invoice.created","data":{"object":{"id":"in_v1","amount_due":5,"currency":"usd"}}}`)
-	if res := r.Deliver(t, stripehook.Spec, ev, nil); res.Status != 200 {
+	if res := r.Deliver(t, stripe.Spec, ev, nil); res.Status != 200 {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 	odd := []byte(`{"id":"evt_v2","object":"event","api_version":"<script>","type":"invoice.created","data":{"object":{"id":"in_v2"}}}`)
-	if res := r.Deliver(t, stripehook.Spec, odd, nil); res.Status != 200 {
+	if res := r.Deliver(t, stripe.Spec, odd, nil); res.Status != 200 {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 	value := scrape(t, r.URL+"/metrics")
@@ -181,7 +181,7 @@ func TestMetricsLabelsAreBounded(t *testing.T) {
 				res.Body.Close()
 			}
 			body := []byte(fmt.Sprintf(`{"action":"created","thing":{"id":%d}}`, i))
-			h := rt.Signed(githubhook.Spec, body, http.Header{"X-Github-Event": {fmt.Sprintf("madeup_%d", i)},
+			h := rt.Signed(github.Spec, body, http.Header{"X-Github-Event": {fmt.Sprintf("madeup_%d", i)},
 				"X-Github-Delivery": {fmt.Sprintf("guid-%d", i)}})
 			if res := r.Post(t, "/webhooks/github", h, body); res.Status != 200 {
 				t.Fatalf("made-up event %d answered %d %s", i, res.Status, res.Body)

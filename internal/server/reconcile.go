@@ -8,18 +8,17 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paywebhooks/receiver/internal/config"
-	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// Reconcilers builds every reconciler of the registry whose provider's
+// Reconcilers builds every reconciler of rs whose provider's
 // configuration turns it on (its API key is set), by name; the others are
 // returned with the reason they are off.
-func Reconcilers(cfg config.Config, pool *pgxpool.Pool, proc reconcile.Processor, provs map[string]webhooks.Provider,
-	log *slog.Logger) (on map[string]reconcile.Instance, off map[string]string, err error) {
+func Reconcilers(cfg config.Config, rs []reconcile.Reconciler, pool *pgxpool.Pool, proc reconcile.Processor,
+	provs map[string]webhooks.Provider, log *slog.Logger) (on map[string]reconcile.Instance, off map[string]string, err error) {
 	on, off = map[string]reconcile.Instance{}, map[string]string{}
-	for _, r := range providers.Reconcilers() {
+	for _, r := range rs {
 		settings := cfg.Settings(r.Source)
 		if why := r.Unconfigured(settings.Env); why != "" {
 			off[r.Name] = why
@@ -38,8 +37,8 @@ func Reconcilers(cfg config.Config, pool *pgxpool.Pool, proc reconcile.Processor
 // setupReconcile registers the reconciliation metrics and, with
 // RECONCILE_INTERVAL, runs every configured reconciler periodically, one
 // replica at a time (each job takes its source's advisory lock).
-func (s *Server) setupReconcile(provs map[string]webhooks.Provider) error {
-	on, off, err := Reconcilers(s.cfg, s.pool, s.proc, provs, s.log)
+func (s *Server) setupReconcile(rs []reconcile.Reconciler, provs map[string]webhooks.Provider) error {
+	on, off, err := Reconcilers(s.cfg, rs, s.pool, s.proc, provs, s.log)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,8 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	"github.com/paywebhooks/receiver/internal/server"
-	"github.com/paywebhooks/receiver/internal/stripeapitest"
 )
 
 // TestPeriodicReconcilerTwoReplicas: two replicas with RECONCILE_INTERVAL
@@ -23,7 +23,7 @@ import (
 func TestPeriodicReconcilerTwoReplicas(t *testing.T) {
 	const key = "rk_test_periodic_0123456789"
 	dbURL := pgtest.NewDB(t)
-	api := stripeapitest.New(t, key)
+	api := stripetest.New(t, key)
 	now := time.Now().Truncate(time.Second)
 	for i, id := range []string{"in_p1", "in_p2", "in_p3"} {
 		api.Add("invoice.created", now.Add(time.Duration(i-50)*time.Minute/10), map[string]any{"id": id,
@@ -40,7 +40,7 @@ func TestPeriodicReconcilerTwoReplicas(t *testing.T) {
 	started := time.Now()
 	var wg sync.WaitGroup
 	for range 2 {
-		srv, err := server.New(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		srv, err := server.New(context.Background(), cfg, providers.Registry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,8 +22,8 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
-	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -52,6 +52,9 @@ type Server struct {
 	closers []func(context.Context) error
 	// closed once Shutdown has closed the listener and logged it.
 	listenerClosed chan struct{}
+	// webhookRoutes are the mounted webhook routes, which a 404 under
+	// /webhooks/ names.
+	webhookRoutes []string
 }
 
 // sideServer is a listener of its own beside HTTP_ADDR.
@@ -77,6 +80,16 @@ type mounted struct {
 	on   bool // it has a secret: the receiver never serves what it cannot verify
 }
 
+// Registry is what the server is built from besides its configuration
+// (whose Specs are the providers): the providers' catch-up and the step
+// kinds. cmd/server hands it down from internal/providers, so that nothing
+// in this package names a provider or a kind.
+type Registry struct {
+	Reconcilers []reconcile.Reconciler
+	// StepKinds builds the step kinds from the configuration.
+	StepKinds func(config.Config) webhooks.StepKinds
+}
+
 // Option changes what New builds.
 type Option func(*options)
 
@@ -89,10 +102,6 @@ type options struct {
 func WithStepKind(name string, k webhooks.StepKind) Option {
 	return func(o *options) { o.kinds[name] = k }
 }
-
-// StepKinds returns the step kinds of the registry, built from the
-// configuration (providers.StepKinds).
-func StepKinds(cfg config.Config) webhooks.StepKinds { return providers.StepKinds(cfg) }
 
 // Providers builds every provider of the configuration's registry, by
 // source, mounted or not: a stored event is replayed by its provider even
@@ -116,8 +125,11 @@ func NewProcessor(cfg config.Config, pool *pgxpool.Pool, kinds webhooks.StepKind
 
 // New builds the receiver: it applies migrations, opens the pool and builds
 // the router. The caller owns Close.
-func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Option) (*Server, error) {
-	o := options{kinds: StepKinds(cfg)}
+func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger, opts ...Option) (*Server, error) {
+	o := options{kinds: webhooks.StepKinds{}}
+	if reg.StepKinds != nil {
+		o.kinds = reg.StepKinds(cfg)
+	}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -137,6 +149,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 	}
 	pool := s.pool
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(buildInfo())
 	s.metrics = webhooks.NewMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
 	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
@@ -164,7 +177,7 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
-	if err := s.setupReconcile(provs); err != nil {
+	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -182,6 +195,17 @@ func New(ctx context.Context, cfg config.Config, log *slog.Logger, opts ...Optio
 		close(s.listenerClosed)
 	})
 	return s, nil
+}
+
+// buildInfo is paywebhooks_build_info{version,goversion} 1: which build
+// each replica runs, for dashboards and for joining onto other series.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "paywebhooks_build_info",
+		Help:        "Always 1; its labels are the version the receiver was built as and the Go it was built with.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "goversion": v.GoVersion},
+	}, func() float64 { return 1 })
 }
 
 func (s *Server) metricsHandler() http.Handler {

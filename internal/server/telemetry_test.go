@@ -23,12 +23,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paywebhooks/receiver/internal/config"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/telemetry"
 	"github.com/paywebhooks/receiver/internal/telemetry/telemetrytest"
 	"github.com/paywebhooks/receiver/internal/webhooks"
-	"github.com/paywebhooks/receiver/internal/webhooks/stripehook"
 )
 
 var (
@@ -232,7 +232,7 @@ func TestTraceOfACheckout(t *testing.T) {
 	for i := range warmups {
 		warm := fmt.Sprintf("evt_trace_warm_%d", i)
 		body := checkoutEvent(warm)
-		if status, answer := deliver(t, url, body, rt.Signed(stripehook.Spec, body, nil)); status != http.StatusOK {
+		if status, answer := deliver(t, url, body, rt.Signed(stripe.Spec, body, nil)); status != http.StatusOK {
 			t.Fatalf("delivery answered %d %s", status, answer)
 		}
 		rec.Wait(t, all(telemetrytest.Named("POST /webhooks/stripe"), hasAttr(telemetry.AttrEventID, warm)))
@@ -240,7 +240,7 @@ func TestTraceOfACheckout(t *testing.T) {
 
 	id := "evt_trace_checkout"
 	body := checkoutEvent(id)
-	signed := rt.Signed(stripehook.Spec, body, nil)
+	signed := rt.Signed(stripe.Spec, body, nil)
 	if status, answer := deliver(t, url, body, signed.Clone()); status != http.StatusOK || !strings.Contains(answer, `"processed"`) {
 		t.Fatalf("delivery answered %d %s", status, answer)
 	}
@@ -325,7 +325,7 @@ func TestTraceOfACheckout(t *testing.T) {
 
 	// Nothing secret, no body, no address.
 	secrets := map[string]string{
-		"the signing secret":     rt.Secret(stripehook.Spec),
+		"the signing secret":     rt.Secret(stripe.Spec),
 		"the signature":          signed.Get("Stripe-Signature"),
 		"the customer's email":   buyer,
 		"the customer's name":    "Test Buyer",
@@ -401,7 +401,7 @@ func TestTraceOfARedrivenStep(t *testing.T) {
 
 	id := "evt_trace_redriven"
 	body := checkoutEvent(id)
-	if status, answer := deliver(t, url, body, rt.Signed(stripehook.Spec, body, nil)); status != http.StatusBadGateway {
+	if status, answer := deliver(t, url, body, rt.Signed(stripe.Spec, body, nil)); status != http.StatusBadGateway {
 		t.Fatalf("delivery answered %d %s, want 502: the fulfillment API failed", status, answer)
 	}
 	root := rec.Wait(t, all(telemetrytest.Named("POST /webhooks/stripe"), hasAttr(telemetry.AttrEventID, id)))
@@ -472,7 +472,7 @@ func TestUntracedWhenOff(t *testing.T) {
 	r := rt.New(t, append(listen, rt.Env("FULFILLMENT_URL", api.URL))...)
 	url := serve(t, r)
 	body := checkoutEvent("evt_untraced")
-	if status, answer := deliver(t, url, body, rt.Signed(stripehook.Spec, body, nil)); status != http.StatusOK {
+	if status, answer := deliver(t, url, body, rt.Signed(stripe.Spec, body, nil)); status != http.StatusOK {
 		t.Fatalf("delivery answered %d %s", status, answer)
 	}
 	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE traceparent IS NOT NULL`); n != 0 {
@@ -513,7 +513,7 @@ func BenchmarkDeliveryTracing(b *testing.B) {
 	post := func(b *testing.B) {
 		body := checkoutEvent(fmt.Sprintf("evt_bench_%d_%d", run, seq.Add(1)))
 		req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/stripe", bytes.NewReader(body))
-		req.Header = rt.Signed(stripehook.Spec, body, nil)
+		req.Header = rt.Signed(stripe.Spec, body, nil)
 		res, err := client.Do(req)
 		if err != nil {
 			b.Error(err)

@@ -12,7 +12,7 @@ import (
 // claim was made before) travels the same way, so every write must do
 // nothing unless this transaction made the claim: end its WHERE with the
 // SQL function receiver_claimed(), as internal/orders and
-// internal/invoices do (a one-time filter: the write is skipped at no
+// the Stripe provider's invoices package do (a one-time filter: the write is skipped at no
 // cost). A write that forgets is still safe, since every write survives
 // being run twice, but does its work for nothing. Steps are guarded so by
 // the processor.
@@ -21,7 +21,7 @@ import (
 // write queued before it. Conditions typically ask whether this
 // transaction wrote a row (`xmin = pg_current_xact_id()::xid`), which is
 // how "send the email only if the order changed" is decided without a
-// round trip; internal/orders and internal/invoices provide them.
+// round trip; internal/orders and the providers provide them.
 type Plan struct {
 	items []planned
 }

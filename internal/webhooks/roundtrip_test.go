@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paywebhooks/receiver/internal/invoices"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers/stripe/invoices"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 

@@ -1,0 +1,196 @@
+package conformance_test
+
+// A fork, from a test package: a provider ("acme") and a step kind
+// ("webhook.out") that no file of the receiver knows, registered the way a
+// fork registers its own (rt.WithSpec stands for the line in
+// internal/providers, server.WithStepKind for the kind), and run through
+// the real router and processor to done, then through the conformance
+// suite. No core file is edited for them.
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/pgtest"
+	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// acmeSpec is the fork's provider: HMAC-SHA256 of the body, hex, in
+// Acme-Signature; its events are {"id", "type", "order"}.
+var acmeSpec = webhooks.Spec{
+	Source:           "acme",
+	Secret:           webhooks.Var{Name: "ACME_WEBHOOK_SECRET", Doc: "Acme signing secret", List: true, Secret: true},
+	SignatureHeaders: []string{"Acme-Signature"},
+	Types:            []string{"order.paid"},
+	Retention:        24 * time.Hour,
+	OrderSources:     []string{"acme"},
+	New:              func(s webhooks.Settings) (webhooks.Provider, error) { return acme{secrets: s.Secrets}, nil },
+	Sign: func(body []byte, secret string, _ time.Time) http.Header {
+		return http.Header{"Content-Type": {"application/json"}, "Acme-Signature": {hex.EncodeToString(acmeMAC(body, secret))}}
+	},
+}
+
+func acmeMAC(body []byte, secret string) []byte {
+	m := hmac.New(sha256.New, []byte(secret))
+	m.Write(body)
+	return m.Sum(nil)
+}
+
+type acme struct{ secrets []string }
+
+type acmeEvent struct {
+	ID    string `json:"id"`
+	Type  string `json:"type"`
+	Order struct {
+		ID       string `json:"id"`
+		Cents    int64  `json:"cents"`
+		Currency string `json:"currency"`
+		Email    string `json:"email"`
+	} `json:"order"`
+}
+
+func (p acme) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, error) {
+	sig, err := hex.DecodeString(h.Get("Acme-Signature"))
+	if err != nil || len(sig) != sha256.Size {
+		return webhooks.Event{}, webhooks.Reject("invalid_header", errors.New("Acme-Signature is not 64 hex digits"))
+	}
+	matched := -1
+	for i, s := range p.secrets {
+		if hmac.Equal(sig, acmeMAC(body, s)) {
+			matched = i
+			break
+		}
+	}
+	if matched < 0 {
+		return webhooks.Event{}, webhooks.Reject("no_valid_signature", errors.New("no secret signs the body"))
+	}
+	var ev acmeEvent
+	if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Type == "" {
+		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no id or type"))
+	}
+	return webhooks.Event{Source: "acme", Key: ev.ID, ID: ev.ID, Type: ev.Type, Body: body, Payload: &ev, SecretIndex: matched}, nil
+}
+
+func (acme) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
+	e, ok := ev.Payload.(*acmeEvent)
+	if !ok { // a stored event, replayed
+		e = new(acmeEvent)
+		if err := json.Unmarshal(ev.Body, e); err != nil {
+			return webhooks.Unprocessable("%s: %v", ev.ID, err)
+		}
+	}
+	if ev.Type != "order.paid" {
+		return webhooks.ErrUnhandled
+	}
+	o := orders.Order{Source: "acme", ProviderEventID: ev.ID, ExternalID: e.Order.ID, Status: orders.StatusPaid,
+		AmountCents: e.Order.Cents, Currency: e.Order.Currency, CustomerEmail: e.Order.Email}
+	orders.Create(p, o, orders.Position{})
+	cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaid)
+	p.StepIf(mail.Step("email.confirmation", mail.Email{Template: "order_confirmation"}), cond, args...)
+	p.StepIf(webhooks.Step{Name: "webhook.out", Kind: "webhook.out", Payload: json.RawMessage(`{"url":"https://partner.example/hook"}`)},
+		cond, args...)
+	return nil
+}
+
+// outbox is the fork's step kind: it records each call by step key, with
+// the order its condition put in the payload.
+type outbox struct {
+	mu    sync.Mutex
+	calls map[string][]string // step key → order external ids, one per call
+}
+
+func (*outbox) Prepare(p json.RawMessage) (json.RawMessage, error) { return p, nil }
+func (*outbox) Unconfigured() string                               { return "" }
+func (*outbox) Unavailable(json.RawMessage) string                 { return "" }
+
+func (k *outbox) Run(_ context.Context, key string, payload json.RawMessage) error {
+	var p struct {
+		URL   string        `json:"url"`
+		Order *orders.Order `json:"order"`
+	}
+	if err := json.Unmarshal(payload, &p); err != nil || p.Order == nil || p.URL == "" {
+		return errors.New("webhook.out: payload without url or order")
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.calls[key] = append(k.calls[key], p.Order.ExternalID)
+	return nil
+}
+
+func (k *outbox) all() map[string][]string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := map[string][]string{}
+	for key, c := range k.calls {
+		out[key] = append([]string(nil), c...)
+	}
+	return out
+}
+
+func forkSuite(out *outbox) cf.Suite {
+	return cf.Suite{
+		Spec:    acmeSpec,
+		Options: []rt.Option{rt.WithSpec(acmeSpec), rt.WithServer(server.WithStepKind("webhook.out", out))},
+		View:    []string{`SELECT format('%s %s %s %s %s', source, external_id, status, amount_cents, currency) FROM orders ORDER BY 1`},
+		Events: map[string]cf.Event{
+			"paid":   {Body: []byte(`{"id":"ac_evt_1","type":"order.paid","order":{"id":"A-1","cents":1200,"currency":"eur","email":"buyer@acme.test"}}`)},
+			"paid2":  {Body: []byte(`{"id":"ac_evt_2","type":"order.paid","order":{"id":"A-2","cents":500,"currency":"eur"}}`)},
+			"viewed": {Body: []byte(`{"id":"ac_evt_3","type":"order.viewed","order":{"id":"A-1"}}`)},
+		},
+		Verify: []cf.Request{
+			{Name: "ErrGarbageSignature", Edit: func(h http.Header, _ []byte) { h.Set("Acme-Signature", "zz") }, Reason: "invalid_header"},
+		},
+		Cases: []cf.Case{
+			{Name: "Paid", Deliver: "paid", Want: []string{"acme A-1 paid 1200 eur"},
+				Steps: []string{"email.confirmation=done", "webhook.out=done"}, Emails: []cf.Mail{{To: "buyer@acme.test", Contains: "is confirmed"}}},
+			{Name: "PaidWithoutEmail", Deliver: "paid2", Want: []string{"acme A-2 paid 500 eur"},
+				Steps: []string{"email.confirmation=skipped", "webhook.out=done"}},
+			{Name: "Unhandled", Deliver: "viewed", Outcome: webhooks.OutcomeIgnored},
+		},
+		History:   []string{"paid", "paid2", "viewed"},
+		Sequences: map[string][]string{"TwoOrders": {"paid", "paid2"}},
+	}
+}
+
+// TestForkDelivery runs one delivery of the fork's provider through the
+// real router to done, its own step kind included, and a redelivery that
+// changes nothing.
+func TestForkDelivery(t *testing.T) {
+	out := &outbox{calls: map[string][]string{}}
+	s := forkSuite(out)
+	r := rt.New(t, s.Options...)
+	if res := s.DeliverOK(t, r, "paid"); cf.Outcome(res) != webhooks.OutcomeProcessed {
+		t.Fatalf("outcome %s", res.Body)
+	}
+	if res := s.DeliverOK(t, r, "paid"); cf.Outcome(res) != webhooks.OutcomeDuplicate {
+		t.Fatalf("redelivery outcome %s", res.Body)
+	}
+	if got := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'ac_evt_1%' AND status = 'done'`); got != 3 {
+		t.Errorf("done claims of the event = %d, want 3 (the event, its email, its webhook.out)", got)
+	}
+	calls := out.all()
+	if len(calls) != 1 || len(calls["ac_evt_1/webhook.out"]) != 1 || calls["ac_evt_1/webhook.out"][0] != "A-1" {
+		t.Errorf("webhook.out calls = %v, want one for A-1 under ac_evt_1/webhook.out", calls)
+	}
+}
+
+// TestForkConformance runs the conformance suite on the fork: what a fork
+// copies from a provider's test file.
+func TestForkConformance(t *testing.T) {
+	cf.Run(t, forkSuite(&outbox{calls: map[string][]string{}}))
+}

@@ -1,0 +1,206 @@
+package paddle
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// Step names of Paddle events. Each is one claim under its own lease.
+const (
+	StepConfirmationEmail  = "email.confirmation"
+	StepFulfillment        = "fulfillment"
+	StepPaymentFailedEmail = "email.payment_failed"
+	StepRefundEmail        = "email.refund"
+)
+
+// handledTypes are the event types Plan acts on.
+var handledTypes = []string{"transaction.completed", "transaction.payment_failed", "adjustment.created", "adjustment.updated"}
+
+// Plan implements webhooks.Provider: the contract's Paddle table. Each
+// write is safe on its own to run twice, and every step is planned on the
+// condition that this event changed the state, so even a replay past an
+// emptied processed_events changes nothing and sends nothing.
+func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
+	switch ev.Type {
+	case "transaction.completed", "transaction.payment_failed", "adjustment.created", "adjustment.updated":
+	default:
+		return webhooks.ErrUnhandled
+	}
+	n, ok := ev.Payload.(*notification)
+	if !ok { // a stored event, replayed
+		decoded, err := Decode(ev.Body)
+		if err != nil {
+			return webhooks.Unprocessable("event %s: %v", ev.ID, err)
+		}
+		n = decoded.Payload.(*notification)
+	}
+	if n.dataErr != nil {
+		return webhooks.Unprocessable("%s %s: data: %v", ev.Type, ev.ID, n.dataErr)
+	}
+	switch ev.Type {
+	case "transaction.completed":
+		return transactionCompleted(ev, n.Data, plan)
+	case "transaction.payment_failed":
+		return paymentFailed(ev, n.Data, plan)
+	}
+	return adjustment(ev, n.Data, plan)
+}
+
+// transaction is a transaction as the handlers use it.
+type transaction struct {
+	ID          string
+	AmountCents int64 // details.totals.grand_total, in the currency's lowest denomination
+	Currency    string
+	Email       string // custom_data.email, when the checkout put it there
+}
+
+func readTransaction(ev *webhooks.Event, d *entity) (transaction, error) {
+	if d.ID == "" {
+		return transaction{}, webhooks.Unprocessable("%s %s: the transaction has no id", ev.Type, ev.ID)
+	}
+	if d.Details == nil || d.Details.Totals == nil {
+		return transaction{}, webhooks.Unprocessable("%s %s: the transaction has no details.totals", ev.Type, ev.ID)
+	}
+	amount, err := amount(d.Details.Totals.GrandTotal)
+	if err != nil {
+		return transaction{}, webhooks.Unprocessable("%s %s: details.totals.grand_total: %v", ev.Type, ev.ID, err)
+	}
+	return transaction{ID: d.ID, AmountCents: amount, Currency: strings.ToLower(d.CurrencyCode), Email: d.CustomData.Email}, nil
+}
+
+// amount reads one of Paddle's amounts: a string of the amount in the
+// currency's lowest denomination.
+func amount(s string) (int64, error) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%s is not an amount", webhooks.Quote(s, 24))
+	}
+	return n, nil
+}
+
+// transactionCompleted records the transaction's order paid (refunded if
+// its refund came first) and, when this event made it paid, plans the
+// confirmation (when an address is known) and the fulfillment call.
+func transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
+	tx, err := readTransaction(ev, d)
+	if err != nil {
+		return err
+	}
+	o := orders.Order{
+		Source:          Source,
+		ProviderEventID: ev.ID,
+		ExternalID:      tx.ID,
+		PaymentIntentID: tx.ID, // a refund recorded first, by transaction, makes the order start refunded
+		Status:          orders.StatusPaid,
+		AmountCents:     tx.AmountCents,
+		Currency:        tx.Currency,
+		CustomerEmail:   tx.Email,
+	}
+	orders.Create(plan, o, orders.Position{})
+	cond, args := orders.Changed(Source, tx.ID, orders.StatusPaid)
+	if tx.Email != "" {
+		plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation", To: tx.Email}), cond, args...)
+	}
+	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+	return nil
+}
+
+// paymentFailed records the failed attempt, once per event, and plans the
+// payment-failed email when an address is known and the transaction's
+// order is not paid (a failure delivered after the payment succeeded asks
+// nothing of the customer).
+func paymentFailed(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
+	tx, err := readTransaction(ev, d)
+	if err != nil {
+		return err
+	}
+	code := ""
+	if len(d.Payments) > 0 && d.Payments[0].ErrorCode != nil {
+		code = *d.Payments[0].ErrorCode
+	}
+	recordFailure(plan, failure{EventID: ev.ID, TransactionID: tx.ID, ErrorCode: code, AmountCents: tx.AmountCents, Currency: tx.Currency})
+	if tx.Email != "" {
+		cond, args := failureToNotify(ev.ID, tx.ID)
+		plan.StepIf(mail.Step(StepPaymentFailedEmail, mail.Email{Template: "payment_failed", To: tx.Email,
+			Data: map[string]any{"ExternalID": tx.ID, "AmountCents": tx.AmountCents, "Currency": tx.Currency}}),
+			cond, args...)
+	}
+	return nil
+}
+
+// adjustment handles an approved refund: the refund is recorded and the
+// transaction's paid order becomes refunded (an order that arrives later
+// starts refunded). The refund email goes to the order's address, when
+// this event refunded an order that has one. A refund not yet approved
+// (pending_approval), rejected or reversed changes nothing; other actions
+// (credit, chargeback, …) are not handled.
+func adjustment(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
+	if d.Action != "refund" {
+		return fmt.Errorf("adjustment action %s: %w", webhooks.Quote(d.Action, 40), webhooks.ErrUnhandled)
+	}
+	if d.Status != "approved" {
+		return nil
+	}
+	if d.ID == "" || d.TransactionID == "" || d.Totals == nil {
+		return webhooks.Unprocessable("%s %s: the adjustment has no id, transaction_id or totals", ev.Type, ev.ID)
+	}
+	total, err := amount(d.Totals.Total)
+	if err != nil {
+		return webhooks.Unprocessable("%s %s: totals.total: %v", ev.Type, ev.ID, err)
+	}
+	currency := strings.ToLower(d.CurrencyCode)
+	orders.ApplyRefund(plan, orders.Refund{
+		ProviderEventID: ev.ID,
+		PaymentIntentID: d.TransactionID,
+		ChargeID:        d.ID,
+		AmountRefunded:  total,
+		Currency:        currency,
+	})
+	cond, args := orders.Changed(Source, d.TransactionID, orders.StatusRefunded)
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund",
+		Data: map[string]any{"PaymentIntentID": d.TransactionID, "AmountRefunded": total, "Currency": currency}}),
+		withAddress(cond), args...)
+	return nil
+}
+
+// withAddress narrows a condition that puts an order in the step's payload
+// (orders.Changed) to an order with an email address.
+func withAddress(cond string) string {
+	return `SELECT c.patch FROM (` + cond + `) AS c(patch) WHERE c.patch -> 'order' ->> 'customer_email' <> ''`
+}
+
+// --- paddle_payment_failures (migrations/000006) ---
+
+// failure is one failed payment attempt of a transaction.
+type failure struct {
+	EventID       string
+	TransactionID string
+	ErrorCode     string // the latest attempt's error_code (declined, …)
+	AmountCents   int64
+	Currency      string
+}
+
+// recordFailure queues the failed attempt, once per event.
+func recordFailure(q *webhooks.Plan, f failure) {
+	q.Exec(`
+INSERT INTO paddle_payment_failures (provider_event_id, transaction_id, error_code, amount_cents, currency)
+SELECT $1, $2, NULLIF($3, ''), $4, $5 WHERE receiver_claimed() ON CONFLICT DO NOTHING`,
+		f.EventID, f.TransactionID, f.ErrorCode, f.AmountCents, f.Currency)
+}
+
+// failureToNotify is a step condition: it holds when this transaction
+// recorded the event's failed attempt and the transaction has no paid (or
+// refunded) order. internal/orders has no condition on an order's absence,
+// so the order is looked up here.
+func failureToNotify(eventID, transactionID string) (string, []any) {
+	return `SELECT NULL::jsonb FROM paddle_payment_failures f
+WHERE f.provider_event_id = $1 AND f.xmin = pg_current_xact_id()::xid
+  AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.source = $2 AND o.external_id = $3 AND o.status IN ('paid', 'refunded'))`,
+		[]any{eventID, Source, transactionID}
+}

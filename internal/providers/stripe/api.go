@@ -1,0 +1,463 @@
+package stripe
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"iter"
+	"net/http"
+	"time"
+
+	"github.com/paywebhooks/receiver/internal/reconcile"
+	stripego "github.com/stripe/stripe-go/v76"
+	"github.com/stripe/stripe-go/v76/event"
+	"github.com/stripe/stripe-go/v76/form"
+)
+
+// MaxListTypes is how many event types one listing may filter on
+// (Stripe's limit on types[]).
+const MaxListTypes = 20
+
+// stripeRetention is how far back Stripe keeps events.
+const stripeRetention = 30 * 24 * time.Hour
+
+// ListedEvent is one event as Stripe's API returned it.
+type ListedEvent struct {
+	ID      string
+	Type    string
+	Created time.Time
+	// Raw is the event's JSON object byte for byte as it appears in the
+	// API's response (indentation included), never a re-marshal of
+	// stripe-go's struct, which would drop the fields it does not know.
+	Raw []byte
+}
+
+// Query selects the events to list.
+type Query struct {
+	// Since lists events created at or after it (created[gte]). Zero: as
+	// far back as Stripe keeps events (30 days).
+	Since time.Time
+	// Until lists events created at or before it (created[lte]). Zero: up
+	// to the newest.
+	Until time.Time
+	// After lists only the events after this one, in Stripe's order. When
+	// Stripe no longer knows it (events are kept 30 days), the listing
+	// starts at its Created time instead, listing again the events of that
+	// second that came before it.
+	After reconcile.Cursor
+	// Types filters on event types (types[]), at most MaxListTypes.
+	Types []string
+	// FailedOnly lists only the events not yet delivered successfully to
+	// every endpoint, pending ones included (delivery_success=false).
+	FailedOnly bool
+}
+
+// APIConfig configures the Stripe API client.
+type APIConfig struct {
+	// Key is the API key (STRIPE_API_KEY): a restricted key that can read
+	// events is enough.
+	Key string
+	// BaseURL is the API's base URL (STRIPE_API_BASE); empty: Stripe's.
+	BaseURL string
+	// HTTPClient makes the requests; nil: stripe-go's default (80 s
+	// timeout).
+	HTTPClient *http.Client
+	// MaxNetworkRetries is how often stripe-go retries a request that
+	// failed in a way Stripe says is safe to retry; nil: stripe-go's
+	// default (2).
+	MaxNetworkRetries *int64
+	// PageSize is the limit of each request; 0: 100, the most Stripe
+	// allows.
+	PageSize int64
+	// Now is the clock; nil: time.Now.
+	Now func() time.Time
+}
+
+// API lists events from Stripe's API with stripe-go v76.
+type API struct {
+	client   event.Client
+	pageSize int64
+	now      func() time.Time
+}
+
+// NewAPI returns a client of Stripe's Events API. It logs nothing of
+// its own (stripe-go's logger is silenced): errors are returned.
+func NewAPI(cfg APIConfig) (*API, error) {
+	if cfg.Key == "" {
+		return nil, errors.New("stripe api: no API key")
+	}
+	bc := &stripego.BackendConfig{
+		HTTPClient:        cfg.HTTPClient,
+		MaxNetworkRetries: cfg.MaxNetworkRetries,
+		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
+		EnableTelemetry:   stripego.Bool(false),
+	}
+	if cfg.BaseURL != "" {
+		bc.URL = stripego.String(cfg.BaseURL)
+	}
+	a := &API{
+		client:   event.Client{B: eventsBackend{stripego.GetBackendWithConfig(stripego.APIBackend, bc)}, Key: cfg.Key},
+		pageSize: cfg.PageSize,
+		now:      cfg.Now,
+	}
+	if a.pageSize <= 0 || a.pageSize > 100 {
+		a.pageSize = 100
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a, nil
+}
+
+// Events lists the events q selects in creation order, oldest first,
+// yielding each with its raw JSON; a failure is yielded once, last.
+//
+// Stripe lists newest first. Its cursor ending_before gives the page of
+// events just newer than a given event, and stripe-go's iterator, given
+// EndingBefore, reverses each page and moves the cursor to the newest
+// event seen: it walks forward in time, one page in memory, as far as the
+// newest event. That needs a first event to stand on:
+//
+//   - After a cursor, the cursor's event is the first step.
+//   - From Since, the oldest matching event is found first, by listing
+//     windows of created[gte, lt) from Since that widen while empty and
+//     narrow while they hold more than one page; the oldest event of the
+//     first window that fits in one page is the oldest of all. That costs
+//     a few requests (logarithmic in the span), never a walk over the
+//     whole window, and keeps memory at one page, where collecting the
+//     window newest first and reversing it would hold all of it.
+//
+// The window walk needs more than a page only when more than a page of
+// events share the first second; that second is then paged through.
+func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error] {
+	return func(yield func(ListedEvent, error) bool) {
+		if len(q.Types) > MaxListTypes {
+			yield(ListedEvent{}, fmt.Errorf("list stripe events: %d types, at most %d", len(q.Types), MaxListTypes))
+			return
+		}
+		stopped := false
+		emit := func(ev ListedEvent) bool {
+			if !yield(ev, nil) {
+				stopped = true
+			}
+			return !stopped
+		}
+		if q.After.ID != "" {
+			err := a.walk(ctx, q, q.After.ID, emit)
+			if !errors.Is(err, errCursorGone) {
+				if err != nil && !stopped {
+					yield(ListedEvent{}, err)
+				}
+				return
+			}
+			if q.After.Created.After(q.Since) {
+				q.Since = q.After.Created
+			}
+		} else if !q.After.Created.IsZero() && q.After.Created.After(q.Since) {
+			q.Since = q.After.Created
+		}
+		first, ok, err := a.oldest(ctx, q)
+		switch {
+		case err != nil:
+			yield(ListedEvent{}, err)
+			return
+		case !ok:
+			return
+		}
+		if first.ID != q.After.ID && !emit(first) {
+			return
+		}
+		if err := a.walk(ctx, q, first.ID, emit); err != nil && !stopped {
+			yield(ListedEvent{}, err)
+		}
+	}
+}
+
+// errCursorGone is a walk's first page refused because Stripe does not
+// know the cursor's event (any more).
+var errCursorGone = errors.New("stripe no longer has the cursor's event")
+
+// errStopped ends a walk whose consumer stopped.
+var errStopped = errors.New("stopped")
+
+// params are the filters of q as stripe-go list parameters.
+func (a *API) params(ctx context.Context, q Query) *stripego.EventListParams {
+	p := &stripego.EventListParams{}
+	p.Context = ctx
+	p.Limit = stripego.Int64(a.pageSize)
+	if len(q.Types) > 0 {
+		p.Types = stripego.StringSlice(q.Types)
+	}
+	if q.FailedOnly {
+		p.DeliverySuccess = stripego.Bool(false)
+	}
+	if !q.Since.IsZero() || !q.Until.IsZero() {
+		p.CreatedRange = &stripego.RangeQueryParams{}
+		if !q.Since.IsZero() {
+			p.CreatedRange.GreaterThanOrEqual = q.Since.Unix()
+		}
+		if !q.Until.IsZero() {
+			p.CreatedRange.LesserThanOrEqual = q.Until.Unix()
+		}
+	}
+	return p
+}
+
+// walk yields every event after anchor (newer, in Stripe's order) that q
+// selects, oldest first, with stripe-go's iterator walking ending_before.
+func (a *API) walk(ctx context.Context, q Query, anchor string, emit func(ListedEvent) bool) error {
+	p := a.params(ctx, q)
+	p.EndingBefore = stripego.String(anchor)
+	it := a.client.List(p)
+	var page pageEvents
+	seen := 0
+	for it.Next() {
+		ev, err := page.event(it.EventList(), it.Event())
+		if err != nil {
+			return err
+		}
+		seen++
+		if !emit(ev) {
+			return errStopped
+		}
+	}
+	if err := it.Err(); err != nil {
+		var se *stripego.Error
+		if seen == 0 && errors.As(err, &se) && se.Type == stripego.ErrorTypeInvalidRequest &&
+			(se.Code == stripego.ErrorCodeResourceMissing || se.Param == "ending_before") {
+			return errCursorGone
+		}
+		return fmt.Errorf("list stripe events: %w", err)
+	}
+	return nil
+}
+
+// oldest finds the oldest event q selects at or after q.Since (see Events).
+//
+// It first gallops from Since with windows four times wider each time
+// while they are empty. A window holding at most one page gives the answer
+// (its last event); one holding more becomes [a, b), known to hold more
+// than a page, and is halved: if [a, mid) is empty the oldest event is in
+// [mid, b), if it holds more than a page it is in [a, mid), which keeps
+// the invariant, until a half fits in a page or b-a is one second.
+func (a *API) oldest(ctx context.Context, q Query) (ListedEvent, bool, error) {
+	now := a.now()
+	lo := q.Since
+	if lo.IsZero() {
+		lo = now.Add(-stripeRetention - 24*time.Hour)
+	}
+	lo = time.Unix(lo.Unix(), 0)
+	hi := q.Until
+	if hi.IsZero() {
+		hi = now.Add(time.Minute)
+	}
+	end := time.Unix(hi.Unix(), 0).Add(time.Second) // exclusive
+
+	// Gallop.
+	w := time.Hour
+	for {
+		if !lo.Before(end) {
+			return ListedEvent{}, false, nil
+		}
+		b := lo.Add(w)
+		if b.After(end) {
+			b = end
+		}
+		last, n, more, err := a.window(ctx, q, lo, b)
+		switch {
+		case err != nil:
+			return ListedEvent{}, false, err
+		case n == 0:
+			lo, w = b, 4*w
+			continue
+		case !more:
+			return last, true, nil
+		}
+		end = b
+		break
+	}
+	// Halve [lo, end), which holds more than a page.
+	for end.Sub(lo) > time.Second {
+		mid := lo.Add((end.Sub(lo) / 2).Truncate(time.Second))
+		last, n, more, err := a.window(ctx, q, lo, mid)
+		switch {
+		case err != nil:
+			return ListedEvent{}, false, err
+		case n == 0:
+			lo = mid
+		case more:
+			end = mid
+		default:
+			return last, true, nil
+		}
+	}
+	return a.lastOf(ctx, q, lo, end)
+}
+
+// window lists the first page of the events q selects created in [lo, end),
+// newest first, and returns its last (oldest) event, how many it holds and
+// whether there are more.
+func (a *API) window(ctx context.Context, q Query, lo, end time.Time) (last ListedEvent, n int, more bool, err error) {
+	p := a.params(ctx, q)
+	p.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: lo.Unix(), LesserThan: end.Unix()}
+	p.Single = true
+	it := a.client.List(p)
+	var page pageEvents
+	for it.Next() {
+		ev, err := page.event(it.EventList(), it.Event())
+		if err != nil {
+			return ListedEvent{}, 0, false, err
+		}
+		last, n = ev, n+1
+	}
+	if err := it.Err(); err != nil {
+		return ListedEvent{}, 0, false, fmt.Errorf("list stripe events: %w", err)
+	}
+	return last, n, it.Meta().HasMore, nil
+}
+
+// lastOf pages through the events of [lo, end) newest first and returns the
+// last one, the oldest: for a second that holds more than one page.
+func (a *API) lastOf(ctx context.Context, q Query, lo, end time.Time) (ListedEvent, bool, error) {
+	p := a.params(ctx, q)
+	p.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: lo.Unix(), LesserThan: end.Unix()}
+	it := a.client.List(p)
+	var page pageEvents
+	var last ListedEvent
+	found := false
+	for it.Next() {
+		ev, err := page.event(it.EventList(), it.Event())
+		if err != nil {
+			return ListedEvent{}, false, err
+		}
+		last, found = ev, true
+	}
+	if err := it.Err(); err != nil {
+		return ListedEvent{}, false, fmt.Errorf("list stripe events: %w", err)
+	}
+	return last, found, nil
+}
+
+// pageEvents holds the raw JSON of the events of the page an iterator is
+// on. stripe-go decodes each page into a *stripego.EventList whose
+// LastResponse.RawJSON is the response body as received; its data array,
+// decoded as json.RawMessage, gives each event's object as the API wrote
+// it. The page changes when the iterator fetches the next one, which shows
+// as a new *stripego.EventList.
+type pageEvents struct {
+	list *stripego.EventList
+	raw  map[string][]byte
+}
+
+func (p *pageEvents) event(list *stripego.EventList, ev *stripego.Event) (ListedEvent, error) {
+	if list != p.list {
+		raw, err := rawEvents(list)
+		if err != nil {
+			return ListedEvent{}, err
+		}
+		p.list, p.raw = list, raw
+	}
+	raw, ok := p.raw[ev.ID]
+	if !ok {
+		return ListedEvent{}, fmt.Errorf("list stripe events: event %s is not in the raw page", ev.ID)
+	}
+	return ListedEvent{ID: ev.ID, Type: string(ev.Type), Created: time.Unix(ev.Created, 0), Raw: raw}, nil
+}
+
+// rawEvents maps each event of a page to its JSON object as received.
+func rawEvents(list *stripego.EventList) (map[string][]byte, error) {
+	if list.LastResponse == nil {
+		return nil, errors.New("list stripe events: the page has no raw response")
+	}
+	var body struct {
+		Data []json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(list.LastResponse.RawJSON, &body); err != nil {
+		return nil, fmt.Errorf("list stripe events: raw page: %w", err)
+	}
+	if len(body.Data) != len(list.Data) {
+		return nil, fmt.Errorf("list stripe events: raw page has %d events, decoded %d", len(body.Data), len(list.Data))
+	}
+	raw := make(map[string][]byte, len(body.Data))
+	for i, obj := range body.Data {
+		var head struct {
+			ID string `json:"id"`
+		}
+		if err := json.Unmarshal(obj, &head); err != nil || head.ID != list.Data[i].ID {
+			return nil, fmt.Errorf("list stripe events: raw event %d is not %s", i, list.Data[i].ID)
+		}
+		raw[head.ID] = bytes.Clone(obj)
+	}
+	return raw, nil
+}
+
+// eventsBackend is stripe-go's backend, but decodes a page of events one
+// event at a time, so that an event stripe-go's struct cannot hold (an old
+// API version's "request" as a string: stripe-go #441, #1333) does not
+// fail the whole page and stop the reconciliation: such an event is kept
+// with its envelope (id, type, created), which is all the iterator and the
+// listing use, and its raw JSON, which is all the processor uses.
+type eventsBackend struct {
+	stripego.Backend
+}
+
+// CallRaw is what event.Client.List calls for each page.
+func (b eventsBackend) CallRaw(method, path, key string, body *form.Values, params *stripego.Params, v stripego.LastResponseSetter) error {
+	list, ok := v.(*stripego.EventList)
+	if !ok {
+		return b.Backend.CallRaw(method, path, key, body, params, v)
+	}
+	var page rawList
+	if err := b.Backend.CallRaw(method, path, key, body, params, &page); err != nil {
+		return err
+	}
+	list.HasMore, list.URL = page.HasMore, page.URL
+	list.Data = make([]*stripego.Event, len(page.Data))
+	for i, raw := range page.Data {
+		ev, err := decodeListedEvent(raw)
+		if err != nil {
+			return fmt.Errorf("event %d of the page: %w", i, err)
+		}
+		list.Data[i] = ev
+	}
+	list.SetLastResponse(page.resp)
+	return nil
+}
+
+// rawList is a page of events with each event left as it was received.
+type rawList struct {
+	Data    []json.RawMessage `json:"data"`
+	HasMore bool              `json:"has_more"`
+	URL     string            `json:"url"`
+	resp    *stripego.APIResponse
+}
+
+func (l *rawList) SetLastResponse(r *stripego.APIResponse) { l.resp = r }
+
+// decodeListedEvent decodes an event with stripe-go's struct, or, when the
+// struct cannot hold it, its envelope alone.
+func decodeListedEvent(raw json.RawMessage) (*stripego.Event, error) {
+	ev := &stripego.Event{}
+	if err := json.Unmarshal(raw, ev); err == nil && ev.ID != "" {
+		return ev, nil
+	}
+	var head struct {
+		ID              string           `json:"id"`
+		Object          string           `json:"object"`
+		APIVersion      string           `json:"api_version"`
+		Created         int64            `json:"created"`
+		Livemode        bool             `json:"livemode"`
+		PendingWebhooks int64            `json:"pending_webhooks"`
+		Type            stripego.EventType `json:"type"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil {
+		return nil, err
+	}
+	if head.ID == "" {
+		return nil, errors.New("event without an id")
+	}
+	return &stripego.Event{ID: head.ID, Object: head.Object, APIVersion: head.APIVersion, Created: head.Created,
+		Livemode: head.Livemode, PendingWebhooks: head.PendingWebhooks, Type: head.Type}, nil
+}

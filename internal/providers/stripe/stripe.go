@@ -1,0 +1,284 @@
+// Package stripe is the Stripe provider of the receiver: it verifies
+// Stripe-Signature (one timestamp, every v1 against every secret), reads
+// the events this receiver handles in whatever API version they were sent,
+// and queues their orders and invoices on the transaction that holds the
+// event's claim.
+package stripe
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v76"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// Source is the provider's name in keys, rows and metrics.
+const Source = "stripe"
+
+// Tolerance is how far a signed timestamp may be from now, in either
+// direction. stripe-go checks only the past; this provider checks both.
+const Tolerance = 5 * time.Minute
+
+// Spec describes the Stripe provider to the registry.
+var Spec = webhooks.Spec{
+	Source: Source,
+	Secret: webhooks.Var{
+		Name:      "STRIPE_WEBHOOK_SECRET",
+		Doc:       "Stripe signing secret `whsec_…`; comma-separated while a secret is rolled",
+		List:      true,
+		Secret:    true,
+		DevPrefix: "whsec_dev_",
+		DevHint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: " +
+			"print it with `stripe listen --print-secret` and set STRIPE_WEBHOOK_SECRET to it.",
+		Check: func(v string) error {
+			if !strings.HasPrefix(v, "whsec_") {
+				return errors.New("does not start with whsec_ (use the endpoint's signing secret, or `stripe listen --print-secret`)")
+			}
+			return nil
+		},
+		Mask: func(string) string { return "whsec_****" },
+	},
+	Vars:             []webhooks.Var{apiKey, apiBase},
+	SignatureHeaders: []string{"Stripe-Signature"},
+	Types:            handledTypes,
+	APIVersion:       stripego.APIVersion,
+	// Stripe retries for 3 days in live mode; `stripe events resend` works
+	// for 30, and an event resent past its key's deletion would be
+	// processed again: keep 30 days unless you know better.
+	Retention:    3 * 24 * time.Hour,
+	OrderSources: []string{Source},
+	New: func(s webhooks.Settings) (webhooks.Provider, error) {
+		return New(s.Secrets), nil
+	},
+	Sign: func(body []byte, secret string, at time.Time) http.Header {
+		return http.Header{
+			"Content-Type":     {"application/json; charset=utf-8"},
+			"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
+			"Stripe-Signature": {SignatureHeader(body, secret, at)},
+		}
+	},
+}
+
+// SignatureHeader is the Stripe-Signature of body signed with secret at
+// the given time, as Stripe sends it.
+func SignatureHeader(body []byte, secret string, at time.Time) string {
+	return "t=" + strconv.FormatInt(at.Unix(), 10) + ",v1=" + hex.EncodeToString(Sign(body, secret, at.Unix()))
+}
+
+// Provider verifies and plans Stripe events.
+type Provider struct {
+	secrets []string
+}
+
+// New returns a provider that accepts deliveries signed with any of secrets
+// (more than one while a secret is rolled).
+func New(secrets []string) *Provider {
+	return &Provider{secrets: secrets}
+}
+
+// envelope is a Stripe Event as the handlers read it, decoded once, in one
+// pass, by Verify (or Decode) and kept as the Event's Payload: the
+// envelope, and of data.object the fields any handler reads (dataObject).
+// The rest (request, which old API versions send as a string;
+// previous_attributes; every other field) is skipped, never decoded.
+type envelope struct {
+	ID         string      `json:"id"`
+	Object     string      `json:"object"`
+	Type       string      `json:"type"`
+	APIVersion string      `json:"api_version"`
+	Created    unixSeconds `json:"created"`
+	Data       *struct {
+		Object *dataObject `json:"object"`
+	} `json:"data"`
+
+	// objectErr is why data.object's fields could not be read (a field of
+	// another type than the handlers expect): a handled event is parked
+	// with it, any other is acknowledged as usual.
+	objectErr error
+}
+
+// rawEnvelope is the envelope with data.object unread: what Decode falls
+// back to when data.object's fields are not what the handlers expect.
+type rawEnvelope struct {
+	ID         string      `json:"id"`
+	Object     string      `json:"object"`
+	Type       string      `json:"type"`
+	APIVersion string      `json:"api_version"`
+	Created    unixSeconds `json:"created"`
+	Data       *struct {
+		Object json.RawMessage `json:"object"`
+	} `json:"data"`
+}
+
+// Verify implements webhooks.Provider: the header is parsed once, every v1
+// signature is tried against every configured secret, the timestamp they
+// sign must be within Tolerance on both sides, and the body must be a
+// Stripe Event with data.
+func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.Event, error) {
+	header := h.Get("Stripe-Signature")
+	if header == "" {
+		return webhooks.Event{}, webhooks.Reject("missing_signature", errors.New("no Stripe-Signature header"))
+	}
+	if ct := h.Get("Content-Type"); ct != "" {
+		if mt, err := webhooks.MediaType(ct); err != nil || mt != "application/json" {
+			return webhooks.Event{}, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", quote(ct)))
+		}
+	}
+	sig, err := parseSignature(header)
+	if err != nil {
+		return webhooks.Event{}, webhooks.Reject("invalid_header", err)
+	}
+	matched := sig.match(body, p.secrets)
+	signedAt := time.Unix(sig.at, 0)
+	switch {
+	case matched < 0:
+		return webhooks.Event{}, webhooks.Reject("no_valid_signature",
+			fmt.Errorf("no v1 signature matches any of %d secrets", len(p.secrets)))
+	case now.Sub(signedAt) > Tolerance:
+		return webhooks.Event{}, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(signedAt).Round(time.Second)))
+	case signedAt.Sub(now) > Tolerance:
+		return webhooks.Event{}, webhooks.Reject("timestamp_in_future", fmt.Errorf("signed %s ahead", signedAt.Sub(now).Round(time.Second)))
+	}
+	ev, err := Decode(body)
+	if err != nil {
+		return webhooks.Event{}, err
+	}
+	ev.SecretIndex = matched
+	// Stripe signs every attempt anew: an attempt signed long after the
+	// event was created is a retry or a resend.
+	if env := ev.Payload.(*envelope); env.Created > 0 {
+		ev.Resent = webhooks.LikelyResent(signedAt, time.Unix(int64(env.Created), 0))
+	}
+	return ev, nil
+}
+
+// Decode reads the envelope of a Stripe Event, verified, stored or fetched
+// from Stripe's API. It returns a *webhooks.RejectError for a body that is
+// not an Event.
+func Decode(body []byte) (webhooks.Event, error) {
+	env := new(envelope)
+	hasObject := false
+	if err := webhooks.UnmarshalSigned(body, env); err != nil {
+		// Either the body is no JSON object, or a field of data.object is
+		// not of the type a handler reads: tell them apart.
+		raw := new(rawEnvelope)
+		if rerr := webhooks.UnmarshalSigned(body, raw); rerr != nil {
+			return webhooks.Event{}, webhooks.Reject("malformed_json", rerr)
+		}
+		*env = envelope{ID: raw.ID, Object: raw.Object, Type: raw.Type, APIVersion: raw.APIVersion, Created: raw.Created,
+			objectErr: err}
+		hasObject = raw.Data != nil && len(raw.Data.Object) > 0 && string(raw.Data.Object) != "null"
+	} else {
+		hasObject = env.Data != nil && env.Data.Object != nil
+	}
+	switch {
+	case env.ID == "" || env.Type == "":
+		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no id or type"))
+	case env.Object != "" && env.Object != "event":
+		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %s", quote(env.Object)))
+	case !hasObject:
+		return webhooks.Event{}, webhooks.Reject("missing_data", errors.New("event has no data.object"))
+	}
+	return webhooks.Event{
+		Source:     Source,
+		Key:        env.ID,
+		ID:         env.ID,
+		Type:       env.Type,
+		APIVersion: env.APIVersion,
+		Body:       body,
+		Payload:    env,
+	}, nil
+}
+
+// object returns the event's data.object as Verify decoded it (or decodes a
+// stored body's), or says why its fields cannot be read.
+func object(ev *webhooks.Event) (*dataObject, error) {
+	env, ok := ev.Payload.(*envelope)
+	if !ok {
+		decoded, err := Decode(ev.Body)
+		if err != nil {
+			return nil, webhooks.Unprocessable("event %s: %v", ev.ID, err)
+		}
+		env = decoded.Payload.(*envelope)
+	}
+	if env.objectErr != nil {
+		return nil, webhooks.Unprocessable("%s %s: data.object: %v", ev.Type, ev.ID, env.objectErr)
+	}
+	return env.Data.Object, nil
+}
+
+// dataObject is data.object as the handlers read it: the fields of a
+// Checkout Session, an Invoice and a Charge that any of them uses, decoded
+// in the same pass as the envelope.
+type dataObject struct {
+	ID       string  `json:"id"`
+	Currency string  `json:"currency"`
+	Email    *string `json:"customer_email"` // sessions and invoices
+
+	// Checkout Session
+	PaymentStatus   string     `json:"payment_status"`
+	AmountTotal     *int64     `json:"amount_total"`
+	PaymentIntent   expandable `json:"payment_intent"` // sessions and charges
+	CustomerDetails *struct {
+		Email *string `json:"email"`
+	} `json:"customer_details"`
+
+	// Invoice
+	AmountDue    int64 `json:"amount_due"`
+	AmountPaid   int64 `json:"amount_paid"`
+	AttemptCount int   `json:"attempt_count"`
+
+	// Charge
+	AmountRefunded int64   `json:"amount_refunded"`
+	ReceiptEmail   *string `json:"receipt_email"`
+	BillingDetails *struct {
+		Email *string `json:"email"`
+	} `json:"billing_details"`
+}
+
+// unixSeconds is an event's created, read only as a hint (see
+// webhooks.LikelyResent): anything but an integer reads as 0, and never
+// fails the decode.
+type unixSeconds int64
+
+func (u *unixSeconds) UnmarshalJSON(b []byte) error {
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*u = unixSeconds(n)
+	}
+	return nil
+}
+
+// expandable is a Stripe reference that is an id, an expanded object with
+// an id, or null.
+type expandable string
+
+func (e *expandable) UnmarshalJSON(b []byte) error {
+	switch {
+	case string(b) == "null":
+		*e = ""
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := webhooks.UnmarshalSigned(b, &s); err != nil {
+			return err
+		}
+		*e = expandable(s)
+		return nil
+	}
+	var obj struct {
+		ID string `json:"id"`
+	}
+	if err := webhooks.UnmarshalSigned(b, &obj); err != nil {
+		return fmt.Errorf("expandable field: %w", err)
+	}
+	*e = expandable(obj.ID)
+	return nil
+}

@@ -1,0 +1,235 @@
+package stripe_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/paywebhooks/receiver/internal/pgtest"
+	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// Names of the testdata files, as the suite's events.
+const (
+	paid      = "checkout.session.completed.paid.json"
+	unpaid    = "checkout.session.completed.unpaid.json"
+	succeeded = "checkout.session.async_payment_succeeded.json"
+	failed    = "checkout.session.async_payment_failed.json"
+	created   = "invoice.created.json"
+	finalized = "invoice.finalized.json"
+	invFailed = "invoice.payment_failed.json"
+	invPaid   = "invoice.paid.json"
+	refunded  = "charge.refunded.json"
+)
+
+// Rows of the state, as the cases expect them.
+const (
+	orderPaid     = "order cs_test_paid paid 3000 usd buyer@example.com"
+	orderRefunded = "order cs_test_paid refunded 3000 usd buyer@example.com"
+	refundRow     = "refund pi_test_paid 3000 usd"
+)
+
+// unreadable makes the paid checkout's amount a string.
+var unreadable = []string{`"amount_total": 3000`, `"amount_total": "thirty"`}
+
+var (
+	confirmation = cf.Mail{To: "buyer@example.com", Contains: "is confirmed"}
+	refundMail   = cf.Mail{To: "buyer@example.com", Contains: "We have refunded"}
+	dunning      = cf.Mail{To: "payer@example.com", Contains: "could not collect the payment for your invoice"}
+	receipt      = cf.Mail{To: "payer@example.com", Contains: "we received your payment"}
+	paidCall     = "stripe cs_test_paid 3000 usd buyer@example.com"
+	paidSteps    = []string{"email.confirmation=done", "fulfillment=done"}
+)
+
+var suite = cf.Suite{
+	Spec: stripe.Spec,
+	View: []string{
+		`SELECT format('order %s %s %s %s %s', external_id, status, amount_cents, currency, coalesce(customer_email, '-')) FROM orders ORDER BY 1`,
+		`SELECT format('invoice %s %s %s/%s %s %s', stripe_invoice_id, status, amount_paid, amount_due, currency, coalesce(customer_email, '-')) FROM invoices ORDER BY 1`,
+		`SELECT format('invoice_failure %s attempt %s', stripe_invoice_id, attempt_count) FROM invoice_payment_failures ORDER BY 1`,
+		`SELECT format('refund %s %s %s', payment_intent_id, amount_refunded, currency) FROM refunds ORDER BY 1`,
+	},
+	Events: map[string]cf.Event{
+		"unreadable": {Fixture: paid, Replace: unreadable},
+	},
+	Verify: []cf.Request{
+		{Name: "ErrGarbageHeader", Edit: set("Stripe-Signature", "garbage"), Reason: "invalid_header"},
+		{Name: "ErrHeaderWithSpaces", Edit: func(h http.Header, _ []byte) {
+			h.Set("Stripe-Signature", strings.ReplaceAll(h.Get("Stripe-Signature"), ",", ", "))
+		}, Reason: "invalid_header"},
+		{Name: "ErrStaleTimestamp", Edit: signedAt(-6 * time.Minute), Reason: "timestamp_too_old"},
+		{Name: "ErrFutureTimestamp", Edit: signedAt(6 * time.Minute), Reason: "timestamp_in_future"},
+		{Name: "ErrWrongContentType", Edit: set("Content-Type", "text/plain"), Reason: "unsupported_content_type"},
+		{Name: "ErrNotJSON", Body: []byte(`this is not json`), Reason: "malformed_json"},
+		{Name: "ErrNoData", Body: []byte(`{"id":"evt_nodata","object":"event","type":"checkout.session.completed"}`), Reason: "missing_data"},
+		{Name: "ErrOverLimit", Body: []byte(`{"id":"evt_big","object":"event","type":"x","data":{"object":{"pad":"` +
+			strings.Repeat("a", 1<<20) + `"}}}`), Status: 413, Reason: "body_too_large"},
+		{Name: "ValidSignatureAmongSeveral", Status: 200, Edit: func(h http.Header, _ []byte) {
+			t, v1, _ := strings.Cut(h.Get("Stripe-Signature"), ",")
+			h.Set("Stripe-Signature", fmt.Sprintf("%s,v1=%064x,%s,v0=deadbeef", t, 1, v1))
+		}},
+	},
+	Cases: []cf.Case{
+		{Name: "CheckoutPaid", Deliver: paid, Want: []string{orderPaid}, Steps: paidSteps,
+			Emails: []cf.Mail{confirmation}, Calls: []string{paidCall}},
+		{Name: "CheckoutUnpaid", Deliver: unpaid, Want: []string{"order cs_test_async pending_payment 4200 eur sepa@example.com"}},
+		{Name: "AsyncPaymentSucceeded", Given: []string{unpaid}, Deliver: succeeded,
+			Want: []string{"order cs_test_async paid 4200 eur sepa@example.com"}, Steps: paidSteps,
+			Emails: []cf.Mail{{To: "sepa@example.com", Contains: "is confirmed"}}, Calls: []string{"stripe cs_test_async 4200 eur sepa@example.com"}},
+		{Name: "AsyncPaymentSucceededFirst", Deliver: succeeded,
+			Want: []string{"order cs_test_async paid 4200 eur sepa@example.com"}, Steps: paidSteps,
+			Emails: []cf.Mail{{To: "sepa@example.com", Contains: "is confirmed"}}, Calls: []string{"stripe cs_test_async 4200 eur sepa@example.com"}},
+		{Name: "AsyncPaymentFailed", Given: []string{unpaid}, Deliver: failed,
+			Want: []string{"order cs_test_async payment_failed 4200 eur sepa@example.com"}, Steps: []string{"email.payment_failed=done"},
+			Emails: []cf.Mail{{To: "sepa@example.com", Contains: "could not collect the payment for your order"}}},
+		{Name: "InvoiceCreated", Deliver: created, Want: []string{"invoice in_test_1 pending 0/2000 usd payer@example.com"}},
+		{Name: "InvoicePaidAfterFailure", Given: []string{created, finalized, invFailed}, Deliver: invPaid,
+			Want:  []string{"invoice in_test_1 paid 2000/2000 usd payer@example.com", "invoice_failure in_test_1 attempt 1"},
+			Steps: []string{"email.receipt=done"}, Emails: []cf.Mail{dunning, receipt}},
+		{Name: "PaymentFailedAfterPaidNotDunned", Given: []string{created, invPaid}, Deliver: invFailed,
+			Want:   []string{"invoice in_test_1 paid 2000/2000 usd payer@example.com", "invoice_failure in_test_1 attempt 1"},
+			Emails: []cf.Mail{receipt}},
+		{Name: "ChargeRefunded", Given: []string{paid}, Deliver: refunded, Want: []string{orderRefunded, refundRow},
+			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{paidCall}},
+		{Name: "RefundBeforeOrder", Given: []string{refunded}, Deliver: paid, Want: []string{orderRefunded, refundRow},
+			Emails: []cf.Mail{refundMail}}, // the order starts refunded: no confirmation, no fulfillment
+		{Name: "UnhandledType", Deliver: "product.created.json", Outcome: webhooks.OutcomeIgnored,
+			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event' AND outcome = 'ignored'`, 1)},
+		{Name: "OldAPIVersionWithStringRequest", Deliver: "checkout.session.completed.old_api.json",
+			Want: []string{"order cs_test_old paid 1500 usd old@example.com"}, Steps: paidSteps,
+			Emails: []cf.Mail{{To: "old@example.com", Contains: "is confirmed"}}, Calls: []string{"stripe cs_test_old 1500 usd old@example.com"},
+			Check: count(`SELECT count(*) FROM processed_events WHERE api_version = '2015-10-16'`, 1)},
+		{Name: "UnreadableFieldsParked", Deliver: "unreadable", Outcome: webhooks.OutcomeParked,
+			Check: func(t *testing.T, r *rt.Receiver, _ rt.Response) {
+				var status, lastErr string
+				var stored []byte
+				err := r.Pool.QueryRow(context.Background(), `SELECT status, last_error, body FROM processed_events
+WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
+				body := rt.Fixture(t, paid, unreadable...)
+				if err != nil || status != "parked" || !strings.Contains(lastErr, "amount_total") || string(stored) != string(body) {
+					t.Errorf("parked row: %v %q %q, %d bytes stored", err, status, lastErr, len(stored))
+				}
+				// Its retry is acknowledged, not retried for ever.
+				if res := r.Deliver(t, stripe.Spec, body, nil); res.Status != 200 || cf.Outcome(res) != webhooks.OutcomeParked {
+					t.Errorf("the retry of a parked event: %d %s", res.Status, res.Body)
+				}
+			}},
+	},
+	History: []string{paid, unpaid, succeeded, created, finalized, invFailed, invPaid, refunded},
+	Sequences: map[string][]string{
+		"Invoice":       {created, finalized, invPaid},
+		"AsyncCheckout": {unpaid, succeeded},
+		"AsyncFailed":   {unpaid, failed},
+		"Refund":        {paid, refunded},
+	},
+	Samples: &cf.Samples{Provider: "stripe", Expect: map[string]cf.Sample{
+		"charge.refunded.supabase-stripe-sync-engine.json": {Want: []string{"refund pi_3Kl36gJDPojXS6LN02fQVtKR 2500 usd"}},
+		"checkout.session.completed.payment_mode.stripe-ruby-mock.json": {
+			Want:   []string{"order cs_00000000000000 paid 25000 usd example@example.com"},
+			Emails: []cf.Mail{{To: "example@example.com", Contains: "is confirmed"}},
+			Calls:  []string{"stripe cs_00000000000000 25000 usd example@example.com"}},
+		"checkout.session.completed.supabase-stripe-sync-engine.json": {
+			Want:   []string{"order cs_live_9RBjcHiy2i5p99Tf1MYM90c3SHK1grU0E6Ae6pKWR2KPA4ZiuKiB2X1Y3X paid 999 eur billz@supabase.io"},
+			Emails: []cf.Mail{{To: "billz@supabase.io", Contains: "is confirmed"}},
+			Calls:  []string{"stripe cs_live_9RBjcHiy2i5p99Tf1MYM90c3SHK1grU0E6Ae6pKWR2KPA4ZiuKiB2X1Y3X 999 eur billz@supabase.io"}},
+		"invoice.paid.stripe-ruby-mock.json": {Want: []string{"invoice in_000000000000000000000000 paid 2000/2000 usd -"}},
+		"invoice.paid.subscription_cycle.supabase-stripe-sync-engine.json": {
+			Want: []string{"invoice in_1KJqKBJDPojXS6LNJbvLUgEy paid 0/0 usd -"}},
+	}},
+}
+
+func TestConformance(t *testing.T) { cf.Run(t, suite) }
+
+func set(k, v string) func(http.Header, []byte) { return func(h http.Header, _ []byte) { h.Set(k, v) } }
+
+// signedAt signs the request d from now.
+func signedAt(d time.Duration) func(http.Header, []byte) {
+	return func(h http.Header, body []byte) {
+		h.Set("Stripe-Signature", stripe.SignatureHeader(body, rt.Secret(stripe.Spec), time.Now().Add(d)))
+	}
+}
+
+func count(sql string, want int) func(*testing.T, *rt.Receiver, rt.Response) {
+	return func(t *testing.T, r *rt.Receiver, _ rt.Response) {
+		if n := r.Count(t, sql); n != want {
+			t.Errorf("%s = %d, want %d", sql, n, want)
+		}
+	}
+}
+
+// TestCrashBetweenClaimAndCommit kills the delivery's transaction after its
+// claim, while its order insert waits on a lock the test holds: nothing of
+// the event may remain, and the next delivery claims and writes.
+func TestCrashBetweenClaimAndCommit(t *testing.T) {
+	r := rt.New(t)
+	ctx := context.Background()
+	lock, err := r.Pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan rt.Response, 1)
+	go func() { done <- suite.Deliver(t, r, paid) }()
+	var pid int
+	for deadline := time.Now().Add(10 * time.Second); pid == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		_ = r.Pool.QueryRow(ctx, `SELECT pid FROM pg_stat_activity
+WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%INSERT INTO orders%'`).Scan(&pid)
+	}
+	if pid == 0 {
+		t.Fatal("the delivery never blocked inside its transaction")
+	}
+	if _, err := r.Pool.Exec(ctx, `SELECT pg_terminate_backend($1)`, pid); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-done; res.Status < 500 {
+		t.Fatalf("a delivery whose transaction died answered %d", res.Status)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'evt_test_checkout_paid%'`); n != 0 {
+		t.Fatalf("%d claims survived the crash: the hole", n)
+	}
+	suite.DeliverOK(t, r, paid)
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE external_id = 'cs_test_paid' AND status = 'paid'`); n != 1 {
+		t.Fatalf("paid orders after the retry = %d, want 1", n)
+	}
+}
+
+// TestRefundRacingOrder: a refund and the checkout of its payment intent,
+// delivered at the same moment, always leave the order refunded, whichever
+// transaction commits first.
+func TestRefundRacingOrder(t *testing.T) {
+	r := rt.New(t)
+	const pairs = 20
+	var wg sync.WaitGroup
+	for i := range pairs {
+		sfx := fmt.Sprintf("_race%02d", i)
+		checkout := rt.Fixture(t, paid, "evt_test_checkout_paid", "evt_co"+sfx, "cs_test_paid", "cs"+sfx, "pi_test_paid", "pi"+sfx)
+		refund := rt.Fixture(t, refunded, "evt_test_charge_refunded", "evt_re"+sfx, "ch_test_1", "ch"+sfx, "pi_test_paid", "pi"+sfx)
+		for _, body := range [][]byte{checkout, refund} {
+			wg.Go(func() {
+				if res := r.Deliver(t, stripe.Spec, body, nil); res.Status != 200 {
+					t.Errorf("status %d: %s", res.Status, res.Body)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	// A fulfillment may have been called for an order paid before its
+	// refund arrived; what must never happen is a paid order left behind.
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE status = 'refunded'`); n != pairs {
+		t.Errorf("refunded orders = %d of %d", n, pairs)
+	}
+}
