@@ -41,7 +41,7 @@ import (
 // Secrets and addresses every receiver in this suite is configured with.
 const (
 	stripeSecret = "whsec_e2e_receiver_secret"
-	githubSecret = "e2e-github-secret"
+	githubSecret = "e2e-github-secret-0123456789abcdef"
 	mailDomain   = "example.test"
 	mailFrom     = "Shop <shop@example.test>"
 	notifyEmail  = "owner@example.test"
@@ -261,6 +261,8 @@ func (w *world) env(overrides ...string) map[string]string {
 		"SHUTDOWN_TIMEOUT":      "20s",
 		"DB_MAX_CONNS":          "20",
 		"LOG_LEVEL":             "info",
+		// As in production, whatever bin/dev (make test) set for the tests.
+		"PAYWEBHOOKS_DEV": "",
 	}
 	for i := 0; i+1 < len(overrides); i += 2 {
 		e[overrides[i]] = overrides[i+1]

@@ -122,6 +122,9 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	slog.SetDefault(log)
 	v := version.Get()
 	log.Info("starting receiver", "version", v.Version, "go", v.GoVersion, "config", cfg)
+	for _, w := range cfg.Warnings {
+		log.Warn("weak configuration", "variable", w.Var, "problem", w.Message)
+	}
 
 	srv, err := server.New(ctx, cfg, providers.Registry(), log)
 	if err != nil {

@@ -9,15 +9,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/mail"
+	netmail "net/mail"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -43,6 +46,7 @@ type Config struct {
 	LeaseDuration      time.Duration
 	StepTimeout        time.Duration
 	SMTPAddr           string
+	SMTPTLS            mail.TLSMode // SMTP_TLS, else mail.DefaultTLS(SMTPAddr); "" without SMTPAddr
 	SMTPUsername       string
 	SMTPPassword       string
 	MailDir            string
@@ -60,8 +64,28 @@ type Config struct {
 	DBMaxConns         int32
 	LogLevel           slog.Level
 
+	// Warnings are what start-up logs about values it accepts but should
+	// not have to (a short secret).
+	Warnings []Warning
+
 	specs []webhooks.Spec
 }
+
+// Warning is one accepted but weak setting.
+type Warning struct {
+	Var     string // the variable's name
+	Message string // what is wrong and what to do, never the value
+}
+
+// DevEnv is the variable the development tool (cmd/dev: `make run`,
+// `make test`) sets to "1" for the process it runs. Outside it, a webhook
+// secret or ADMIN_TOKEN that contains "development" (in any case) is
+// refused: such values come from examples (docker-compose.yml's of old, a
+// tutorial) and must never guard a production endpoint.
+const DevEnv = "PAYWEBHOOKS_DEV"
+
+// devWord is what marks a value as a development one.
+const devWord = "development"
 
 // Provider is one provider's configuration.
 type Provider struct {
@@ -144,13 +168,19 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
 	}
+	dev := strings.TrimSpace(getenv(DevEnv)) == "1"
 	for _, s := range specs {
 		p := Provider{Secrets: l.list(s.Secret.Name), Vars: map[string]string{}}
 		for i, v := range p.Secrets {
+			which := fmt.Sprintf("secret %d ", i+1)
 			if s.Secret.Check != nil {
 				if err := s.Secret.Check(v); err != nil {
-					l.fail(s.Secret.Name, fmt.Sprintf("secret %d %v", i+1, err))
+					l.fail(s.Secret.Name, fmt.Sprintf("%s%v", which, err))
 				}
+			}
+			c.checkLen(&l, s.Secret, which, v)
+			if !dev && containsFold(v, devWord) {
+				l.fail(s.Secret.Name, which+devRefusal)
 			}
 		}
 		for _, v := range s.Vars {
@@ -160,9 +190,15 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 					l.fail(v.Name, err.Error())
 				}
 			}
+			if val != "" {
+				c.checkLen(&l, v, "", val)
+			}
 			p.Vars[v.Name] = val
 		}
 		c.Providers[s.Source] = p
+	}
+	if !dev && containsFold(c.AdminToken, devWord) {
+		l.fail("ADMIN_TOKEN", devRefusal)
 	}
 
 	if c.DatabaseURL == "" {
@@ -230,11 +266,12 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if (c.SMTPUsername == "") != (c.SMTPPassword == "") {
 		l.fail("SMTP_USERNAME", "and SMTP_PASSWORD must be set together")
 	}
-	if _, err := mail.ParseAddress(c.MailFrom); err != nil {
+	c.loadSMTPTLS(&l)
+	if _, err := netmail.ParseAddress(c.MailFrom); err != nil {
 		l.fail("MAIL_FROM", fmt.Sprintf("is not an email address: %q", c.MailFrom))
 	}
 	if c.NotifyEmail != "" {
-		if _, err := mail.ParseAddress(c.NotifyEmail); err != nil {
+		if _, err := netmail.ParseAddress(c.NotifyEmail); err != nil {
 			l.fail("NOTIFY_EMAIL", fmt.Sprintf("is not an email address: %q", c.NotifyEmail))
 		}
 	}
@@ -274,6 +311,60 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	return c, nil
 }
 
+// loadSMTPTLS reads SMTP_TLS: one of mail.TLSModes, meaningful with
+// SMTP_ADDR only, mail.DefaultTLS(SMTP_ADDR) when unset. Cleartext to a
+// relay off the loopback interface is refused with a password and warned
+// of without.
+func (c *Config) loadSMTPTLS(l *loader) {
+	v := l.str("SMTP_TLS", "")
+	switch {
+	case v != "" && !slices.Contains(mail.TLSModes, mail.TLSMode(v)):
+		l.fail("SMTP_TLS", fmt.Sprintf("must be starttls, implicit or none, got %q", v))
+		return
+	case c.SMTPAddr == "":
+		if v != "" {
+			l.fail("SMTP_TLS", "is set, but SMTP_ADDR is not (mail is written to MAIL_DIR)")
+		}
+		return
+	case v == "":
+		c.SMTPTLS = mail.DefaultTLS(c.SMTPAddr)
+	default:
+		c.SMTPTLS = mail.TLSMode(v)
+	}
+	host, _, _ := net.SplitHostPort(c.SMTPAddr)
+	if c.SMTPTLS != mail.TLSNone || mail.IsLoopback(host) {
+		return
+	}
+	if c.SMTPUsername != "" {
+		l.fail("SMTP_TLS", "none would send SMTP_PASSWORD in cleartext to "+c.SMTPAddr+": use starttls or implicit")
+		return
+	}
+	c.Warnings = append(c.Warnings, Warning{Var: "SMTP_TLS",
+		Message: "none: mail, customers' addresses included, travels to " + c.SMTPAddr + " in cleartext"})
+}
+
+// devRefusal ends the error of a value that says "development".
+const devRefusal = `contains "` + devWord + `": a value from an example, refused outside the development tool ` +
+	`(bin/dev, which make run uses, sets ` + DevEnv + `=1); set a random one`
+
+// containsFold reports whether s contains word, in any case.
+func containsFold(s, word string) bool {
+	return strings.Contains(strings.ToLower(s), word)
+}
+
+// checkLen refuses a value of v shorter than v.MinLen and warns of one
+// shorter than v.WarnLen. which names the value within a list ("secret 2 ").
+func (c *Config) checkLen(l *loader, v webhooks.Var, which, value string) {
+	n := utf8.RuneCountInString(value)
+	switch {
+	case v.MinLen > 0 && n < v.MinLen:
+		l.fail(v.Name, fmt.Sprintf("%sis shorter than %d characters", which, v.MinLen))
+	case v.WarnLen > 0 && n < v.WarnLen:
+		c.Warnings = append(c.Warnings, Warning{Var: v.Name,
+			Message: fmt.Sprintf("%sis shorter than %d characters: replace it with a longer random one", which, v.WarnLen)})
+	}
+}
+
 // anyPort reports whether addr asks for any free port (":0"): two such
 // listeners get two ports.
 func anyPort(addr string) bool {
@@ -300,7 +391,7 @@ func hostName(s string) bool {
 
 // MailDomain is the domain of MAIL_FROM, used on the right of Message-IDs.
 func (c Config) MailDomain() string {
-	if a, err := mail.ParseAddress(c.MailFrom); err == nil {
+	if a, err := netmail.ParseAddress(c.MailFrom); err == nil {
 		if _, domain, ok := strings.Cut(a.Address, "@"); ok {
 			return domain
 		}
@@ -347,6 +438,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LEASE_DURATION", c.LeaseDuration.String()),
 		slog.String("STEP_TIMEOUT", c.StepTimeout.String()),
 		slog.String("SMTP_ADDR", c.SMTPAddr),
+		slog.String("SMTP_TLS", string(c.SMTPTLS)),
 		slog.String("SMTP_USERNAME", c.SMTPUsername),
 		slog.String("SMTP_PASSWORD", mask(c.SMTPPassword)),
 		slog.String("MAIL_DIR", c.MailDir),

@@ -103,7 +103,7 @@ func (k Kind) Unconfigured() string {
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var e Email
 	if err := jsonv2.Unmarshal(payload, &e); err != nil {
-		return "email step payload unreadable: " + err.Error()
+		return "email step payload unreadable: " + Redact(err.Error())
 	}
 	if e.recipient() == "" {
 		return "no recipient address"
@@ -111,12 +111,18 @@ func (k Kind) Unavailable(payload json.RawMessage) string {
 	return ""
 }
 
-// Run implements webhooks.StepKind: one attempt to send the email.
+// Run implements webhooks.StepKind: one attempt to send the email. The
+// text of its error, which the processor logs and stores as the step's
+// last_error, has every email address redacted (Redact).
 func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) error {
 	var e Email
 	if err := jsonv2.Unmarshal(payload, &e); err != nil {
-		return &invalidError{msg: "email step payload: " + err.Error()}
+		return redactErr(&invalidError{msg: "email step payload: " + err.Error()}, "")
 	}
+	return redactErr(k.run(ctx, key, e), e.recipient())
+}
+
+func (k Kind) run(ctx context.Context, key string, e Email) error {
 	subject, text, html, err := Render(e.Template, e.data())
 	if err != nil {
 		return &invalidError{msg: fmt.Sprintf("render %s: %v", e.Template, err)}

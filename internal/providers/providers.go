@@ -63,7 +63,7 @@ func Reconcilers() []reconcile.Reconciler {
 func StepKinds(cfg config.Config) webhooks.StepKinds {
 	var sender mail.Sender = mail.FileSender{Dir: cfg.MailDir}
 	if cfg.SMTPAddr != "" {
-		sender = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword}
+		sender = mail.SMTPSender{Addr: cfg.SMTPAddr, Username: cfg.SMTPUsername, Password: cfg.SMTPPassword, TLS: cfg.SMTPTLS}
 	}
 	var client *fulfillment.Client
 	if cfg.FulfillmentURL != "" {

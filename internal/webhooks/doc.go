@@ -70,13 +70,15 @@
 //     call without FULFILLMENT_URL). Recorded with the reason and counted,
 //     never silently dropped; an operator's replay runs it once it can.
 //   - parked: the holder's attempt failed permanently (the fulfillment API
-//     answered 4xx) or the attempts ran out (MAX_STEP_ATTEMPTS). An operator
-//     replays it; nothing else moves it.
+//     answered 4xx, the mail server refused the recipient with a 5xx) or
+//     the attempts ran out (MAX_STEP_ATTEMPTS). An operator replays it;
+//     nothing else moves it.
 //
 // Transitions and who may make them: the event's transaction creates the
 // step in_progress, held by itself (or skipped). The holder moves it to
-// done (success), skipped, gives it back (transient failure: SMTP refused,
-// 5xx, timeout, or a kind this process is not configured for) or parks it.
+// done (success), skipped, gives it back (transient failure: the SMTP relay
+// down or answering 4xx, an API's 5xx, a timeout, or a kind this process is
+// not configured for) or parks it.
 // Any worker (a delivery, the redriver of any replica, an operator's
 // replay) takes an expired or given-back lease. Because every write after
 // the take is compare-and-set on claim_token, a slow worker whose lease was

@@ -67,6 +67,13 @@ type Var struct {
 	Secret bool
 	// Check validates one value (each of a list); nil accepts any.
 	Check func(value string) error
+	// MinLen, when positive, is the fewest characters a value (each of a
+	// list) may have: start-up refuses a shorter one.
+	MinLen int
+	// WarnLen, when positive, is the fewest characters a value (each of a
+	// list) should have: start-up accepts a shorter one (if MinLen allows
+	// it) with a warning.
+	WarnLen int
 	// Mask returns what may be logged of a secret value; nil logs "****".
 	Mask func(value string) string
 	// DevPrefix: `make run` sets an unset secret to DevPrefix followed by

@@ -237,7 +237,19 @@ func run(ctx context.Context, o options) error {
 
 	start := time.Now()
 	logf("starting a durable PostgreSQL cluster in %s", b.tmp)
-	b.cluster, err = pglocal.Start(ctx, pglocal.Options{Dir: filepath.Join(b.tmp, "pg"), Durable: true, Log: pglog})
+	// The data directory is a temporary directory of its own, which the
+	// server can reach when it runs as postgres (we are root): b.tmp is
+	// private, and pglocal changes no parent's permissions.
+	pgdir, err := os.MkdirTemp("", "benchrun-pg")
+	if err != nil {
+		return err
+	}
+	if o.keep {
+		logf("keeping %s", pgdir)
+	} else {
+		defer os.RemoveAll(pgdir)
+	}
+	b.cluster, err = pglocal.Start(ctx, pglocal.Options{Dir: pgdir, Durable: true, Log: pglog})
 	if err != nil {
 		return err
 	}
