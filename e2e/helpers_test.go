@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	cryptorand "crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -98,8 +99,9 @@ func TestMain(m *testing.M) {
 }
 
 // buildServer builds ./cmd/server into the user's cache directory (one
-// file, replaced atomically on every run, so that nothing piles up and two
-// runs at once do not trip on each other) and returns its path.
+// file per checkout, replaced atomically on every run, so that nothing
+// piles up, two runs at once do not trip on each other, and two checkouts
+// never run each other's binary) and returns its path.
 func buildServer() (string, error) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file)) // the module root
@@ -107,7 +109,8 @@ func buildServer() (string, error) {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "paywebhooks-e2e")
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "paywebhooks-e2e", hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

@@ -444,12 +444,12 @@ func decodeListedEvent(raw json.RawMessage) (*stripego.Event, error) {
 		return ev, nil
 	}
 	var head struct {
-		ID              string           `json:"id"`
-		Object          string           `json:"object"`
-		APIVersion      string           `json:"api_version"`
-		Created         int64            `json:"created"`
-		Livemode        bool             `json:"livemode"`
-		PendingWebhooks int64            `json:"pending_webhooks"`
+		ID              string             `json:"id"`
+		Object          string             `json:"object"`
+		APIVersion      string             `json:"api_version"`
+		Created         int64              `json:"created"`
+		Livemode        bool               `json:"livemode"`
+		PendingWebhooks int64              `json:"pending_webhooks"`
 		Type            stripego.EventType `json:"type"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
