@@ -261,7 +261,7 @@ func (h *Held) Add(n int) error {
 	case items > l.MaxHeld:
 		return Stop(h.ctx, fmt.Errorf("%w (more than %d items)", ErrTooManyHeld, l.MaxHeld))
 	case h.b.read.Load()-h.start > l.MaxHeldBytes:
-		return Stop(h.ctx, fmt.Errorf("%w (more than %d MiB read)", ErrTooManyHeld, l.MaxHeldBytes>>20))
+		return Stop(h.ctx, fmt.Errorf("%w (more than %d KiB read)", ErrTooManyHeld, l.MaxHeldBytes>>10))
 	}
 	return nil
 }
