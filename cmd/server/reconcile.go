@@ -66,7 +66,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be processed (or corrected) and write nothing")
 	allow := fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
 	if rec.Takes("since") {
-		fs.DurationVar(&o.Since, "since", 0, "events created within this long (e.g. 72h); default: all Stripe keeps (30 days)")
+		fs.DurationVar(&o.Since, "since", 0, "events created within this long (e.g. 72h); default: all the provider keeps (Stripe 30 days, Paddle 90)")
 		fs.BoolVar(&o.Resume, "resume", false, "continue after the last event the previous run with the same filters reconciled")
 	}
 	if rec.Takes("types") {

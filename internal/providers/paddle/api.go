@@ -50,9 +50,6 @@ import (
 // `after` the last event it read, rather than following meta.pagination.next:
 // the key goes to the configured base only.
 
-// paddleRetention is how far back Paddle keeps events.
-const paddleRetention = 90 * 24 * time.Hour
-
 // MaxPageSize is the largest per_page Paddle answers.
 const MaxPageSize = 200
 
