@@ -57,7 +57,7 @@ const (
 	DefaultMaxPages     = 5_000 // 500,000 Stripe events, 1,000,000 Paddle events
 	DefaultMaxBody      = 32 << 20
 	DefaultMaxHeld      = 100_000
-	DefaultMaxHeldBytes = 256 << 20
+	DefaultMaxHeldBytes = 128 << 20
 )
 
 // WithDefaults returns l with every zero field set to its default.
@@ -220,6 +220,14 @@ func (p *Pages) Got(fresh int, more bool) error {
 	return nil
 }
 
+// size is n bytes in MiB, or KiB below a MiB.
+func size(n int64) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%d MiB", n>>20)
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
 // quoteCursor is a cursor as an error shows it: the API's, so bounded.
 func quoteCursor(c string) string {
 	if len(c) > 64 {
@@ -261,7 +269,7 @@ func (h *Held) Add(n int) error {
 	case items > l.MaxHeld:
 		return Stop(h.ctx, fmt.Errorf("%w (more than %d items)", ErrTooManyHeld, l.MaxHeld))
 	case h.b.read.Load()-h.start > l.MaxHeldBytes:
-		return Stop(h.ctx, fmt.Errorf("%w (more than %d KiB read)", ErrTooManyHeld, l.MaxHeldBytes>>10))
+		return Stop(h.ctx, fmt.Errorf("%w (more than %s of responses read)", ErrTooManyHeld, size(l.MaxHeldBytes)))
 	}
 	return nil
 }
