@@ -32,7 +32,7 @@ func List() []Provider {
 	return []Provider{
 		{stripe.Spec, &stripe.Reconciler},
 		{github.Spec, &github.Reconciler},
-		{paddle.Spec, nil},
+		{paddle.Spec, &paddle.Reconciler},
 	}
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,18 +29,71 @@ var (
 	}
 	apiBase = webhooks.Var{
 		Name:    "STRIPE_API_BASE",
-		Doc:     "Stripe's API base URL (tests point it at a local server)",
+		Doc:     "Stripe's API base URL: `https://`, or `http://` to a loopback host (tests point it at a local server)",
 		Default: "https://api.stripe.com",
-		Check:   absoluteURL,
+		Check:   reconcile.CheckAPIBase,
+	}
+	// catchUpAccounts is read here by its name; the Stripe provider acts
+	// on the events of these accounts (internal/providers/stripe).
+	catchUpAccounts = webhooks.Var{
+		Name: ConnectAccountsVar,
+		Doc: "connected accounts (`acct_…`, comma-separated, or `*`) whose events are acted on; " +
+			"`server reconcile stripe` also lists each listed account's events (`*` cannot be listed)",
+		Check: func(v string) error {
+			_, _, err := ParseConnectAccounts(v)
+			return err
+		},
 	}
 )
 
-func absoluteURL(v string) error {
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http(s) URL")
+// ConnectAccountsVar is the variable of the connected accounts.
+const ConnectAccountsVar = "STRIPE_CONNECT_ACCOUNTS"
+
+// init declares STRIPE_CONNECT_ACCOUNTS among the Spec's variables when
+// stripe.go does not already.
+func init() {
+	for _, v := range Spec.Vars {
+		if v.Name == ConnectAccountsVar {
+			return
+		}
 	}
-	return nil
+	Spec.Vars = append(Spec.Vars, catchUpAccounts)
+}
+
+// ParseConnectAccounts reads STRIPE_CONNECT_ACCOUNTS: the accounts it lists
+// (acct_…, in order, without repeats), and whether it is "*" (every
+// account). "" lists none.
+func ParseConnectAccounts(v string) (accounts []string, all bool, err error) {
+	for _, a := range strings.Split(v, ",") {
+		switch a = strings.TrimSpace(a); {
+		case a == "":
+		case a == "*":
+			all = true
+		case !connectAccountID(a):
+			return nil, false, fmt.Errorf("%s is not a connected account id (acct_…) nor *", webhooks.Quote(a, 40))
+		case !slices.Contains(accounts, a):
+			accounts = append(accounts, a)
+		}
+	}
+	if all && len(accounts) > 0 {
+		return nil, false, errors.New("* already names every account: list accounts or *, not both")
+	}
+	return accounts, all, nil
+}
+
+// connectAccountID reports whether a is acct_ followed by up to 64 letters
+// and digits.
+func connectAccountID(a string) bool {
+	rest, ok := strings.CutPrefix(a, "acct_")
+	if !ok || rest == "" || len(rest) > 64 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
 }
 
 // Reconciler catches up on Stripe events the endpoint never received, from
@@ -61,10 +114,14 @@ var Reconciler = reconcile.Reconciler{
 		if err != nil {
 			return nil, err
 		}
+		accounts, all, err := ParseConnectAccounts(e.Settings.Env(ConnectAccountsVar))
+		if err != nil {
+			return nil, fmt.Errorf("%s %w", ConnectAccountsVar, err)
+		}
 		store := reconcile.NewStore(e.Pool)
 		return instance{
 			CatchUp: &CatchUp{API: api, Provider: e.Provider, Decode: Decode, Processor: e.Processor,
-				Claims: store, Store: store, Log: e.Log},
+				Claims: store, Store: store, Log: e.Log, Accounts: accounts, AllAccounts: all},
 			periodicTypes: handledTypes,
 		}, nil
 	},
@@ -85,6 +142,9 @@ func (s instance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summa
 		so.OnEvent = func(r EventReport) {
 			if o.DryRun || r.Disposition != DispKnown {
 				line := fmt.Sprintf("%s %s %s %s", r.Created.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
+				if r.Account != "" {
+					line = r.Account + " " + line
+				}
 				if r.Err != nil {
 					line += ": " + r.Err.Error()
 				}
