@@ -70,7 +70,7 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 		client = fulfillment.New(cfg.FulfillmentURL)
 	}
 	return webhooks.StepKinds{
-		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain()},
+		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain(), Templates: cfg.MailTemplates},
 		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
 	}
 }
