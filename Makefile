@@ -22,7 +22,7 @@ build: ## build bin/server and bin/dev
 
 run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is unset)
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
-	else scripts/ensure-postgres.sh && exec $(BIN)/dev -dev-secrets -- $(BIN)/server; fi
+	else scripts/ensure-postgres.sh && exec $(BIN)/dev -receiver -- $(BIN)/server; fi
 
 test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL
 	scripts/ensure-postgres.sh

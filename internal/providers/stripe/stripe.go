@@ -36,8 +36,10 @@ var Spec = webhooks.Spec{
 		List:      true,
 		Secret:    true,
 		DevPrefix: "whsec_dev_",
-		DevHint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: " +
-			"print it with `stripe listen --print-secret` and set STRIPE_WEBHOOK_SECRET to it.",
+		DevHint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: run\n" +
+			"    STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run\n" +
+			"  and, in another terminal,\n" +
+			"    stripe listen --forward-to localhost:8080/webhooks/stripe",
 		Check: func(v string) error {
 			if !strings.HasPrefix(v, "whsec_") {
 				return errors.New("does not start with whsec_ (use the endpoint's signing secret, or `stripe listen --print-secret`)")
