@@ -1,4 +1,5 @@
-# The two commands: `make run` and `make test`. `make help` lists the rest.
+# The commands: `make run`, `make check` (a minute) and `make test` (all of
+# it). `make help` lists the rest.
 SHELL := /bin/bash
 # A machine starts on its own Go whatever go.mod says: this one names the
 # toolchain every target builds with (the go command fetches it from the
@@ -11,7 +12,7 @@ BIN   := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test lint vuln fuzz bench screenshots fmt clean
+.PHONY: help build run check test race lint vuln fuzz bench screenshots fmt clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -24,10 +25,19 @@ run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
 	else scripts/ensure-postgres.sh && exec $(BIN)/dev -receiver -- $(BIN)/server; fi
 
-test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL
+check: build lint ## lint, unit and database tests: no end-to-end, no browser (about a minute on an idle machine)
+	scripts/ensure-postgres.sh
+	LOG=var/check.log scripts/test.sh -short $$(scripts/packages.sh check)
+
+test: build lint ## every test: unit, database, end-to-end and browser, then the race detector on the core
 	scripts/ensure-postgres.sh
 	scripts/ensure-chromium.sh >/dev/null
 	scripts/test.sh
+	LOG=var/race.log scripts/test.sh -race $$(scripts/packages.sh race)
+
+race: build ## the race detector on the core: internal/webhooks and the providers
+	scripts/ensure-postgres.sh
+	LOG=var/race.log scripts/test.sh -race $$(scripts/packages.sh race)
 
 lint: ## go vet and staticcheck (a tool of go.mod)
 	$(GO) vet ./...

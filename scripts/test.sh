@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Runs every test (unit, database, end-to-end) against one private PostgreSQL
-# cluster started for the run, unless TEST_DATABASE_URL names a server.
-# Prints each test's result and closes with "N passed, N failed, N skipped".
+# Runs tests against one private PostgreSQL cluster started for the run,
+# unless TEST_DATABASE_URL names a server. Prints each test's result and
+# closes with "N passed, N failed, N skipped".
+#
+#   scripts/test.sh                       every package (make test)
+#   scripts/test.sh -short PKG...         what make check runs
+#   scripts/test.sh -race PKG...          what make race runs
+#
+# Arguments are handed to go test: flags first, then packages (./... when
+# none is named). LOG names the full log (default var/test.log).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The toolchain go.mod names; a machine starts on its own Go otherwise.
@@ -10,15 +17,22 @@ export GOTOOLCHAIN=go1.27.3
 # expect it off (the tracing tests install their own recorder).
 unset $(env | sed -n 's/^\(OTEL_[A-Z0-9_]*\)=.*/\1/p')
 mkdir -p var
-log=var/test.log
+log=${LOG:-var/test.log}
 
-cmd=(go test -count=1 -timeout 30m -v ./...)
+args=("$@")
+has_pkg=
+for a in "${args[@]}"; do
+  case $a in -*) ;; *) has_pkg=1 ;; esac
+done
+[ -n "$has_pkg" ] || args+=(./...)
+
+cmd=(go test -count=1 -timeout 30m -v "${args[@]}")
 if [ -z "${TEST_DATABASE_URL:-}" ]; then
   cmd=(bin/dev -temp -- "${cmd[@]}")
 fi
 
 set +e
-"${cmd[@]}" 2>&1 | tee "$log" | grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|(ok|FAIL|PASS)\b|panic:|\s+\S+_test\.go:[0-9]+:)' | grep -v '^=== RUN'
+"${cmd[@]}" 2>&1 | tee "$log" | grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|(ok|FAIL|PASS)\b|panic:|WARNING: DATA RACE|pgtest: goroutines|found unexpected goroutines|\s+\S+_test\.go:[0-9]+:)' | grep -v '^=== RUN'
 rc=${PIPESTATUS[0]}
 set -e
 
@@ -29,6 +43,6 @@ echo
 echo "full log: $log"
 echo "$passed passed, $failed failed, $skipped skipped"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
-  echo "go test exited $rc without a failed test: see $log" >&2
+  echo "go test exited $rc without a failed test: see $log (a data race or a goroutine left running fails a package after its tests)" >&2
 fi
 exit "$rc"

@@ -25,6 +25,7 @@ const helperEnv = "DEV_TEST_HELPER"
 // connect, the same URL without the password is refused, and the
 // development marker is set. dev prints the URL it set, password included.
 func TestRunTemp(t *testing.T) {
+	skipShort(t)
 	t.Setenv(helperEnv, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -49,6 +50,15 @@ func TestRunTemp(t *testing.T) {
 	}
 	if _, ok := u.User.Password(); !ok {
 		t.Errorf("printed DATABASE_URL %q has no password", printed)
+	}
+}
+
+// skipShort skips a test that starts PostgreSQL servers of its own under
+// -short (make check): make test runs it.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL servers of its own: make test runs it")
 	}
 }
 

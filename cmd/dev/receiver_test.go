@@ -24,6 +24,7 @@ import (
 // dev prints the console's URL and token, the fulfillment API, the routes
 // and the Stripe CLI recipe; a second run keeps the token.
 func TestReceiverSetUp(t *testing.T) {
+	skipShort(t)
 	dir := t.TempDir()
 	secrets, calls := filepath.Join(dir, "dev-secrets.env"), filepath.Join(dir, "fulfillment.log")
 	t.Setenv(helperEnv, "receiver")
@@ -114,6 +115,7 @@ func TestHelperReceiver(t *testing.T) {
 // (TestHelperAttach). Once the first dev has stopped, `dev env` says
 // nothing runs.
 func TestEnvAndAttach(t *testing.T) {
+	skipShort(t)
 	// Not t.TempDir: as root, the server runs as postgres, which must
 	// reach the directory (see pglocal.Options.Dir).
 	dir, err := os.MkdirTemp("", "pgenv")
