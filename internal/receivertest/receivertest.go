@@ -163,11 +163,25 @@ func (r *Receiver) Post(tb testing.TB, path string, header http.Header, body []b
 
 // Signed is the headers of a delivery of body to spec's route, signed now
 // with the test secret as the sender signs it, with extra headers added
-// (GitHub's event and delivery headers).
+// (GitHub's event and delivery headers). A sender that signs its own id of
+// the delivery (Standard Webhooks' webhook-id) signs the one made from the
+// body (webhooks.SignInput.MessageID): the same body, the same delivery.
 func Signed(spec webhooks.Spec, body []byte, extra http.Header) http.Header {
-	h := spec.Sign(body, Secret(spec), time.Now())
+	return With(Sign(spec, webhooks.SignInput{Body: body, Secret: Secret(spec), At: time.Now()}), extra)
+}
+
+// Sign is spec.Sign(in) with every header name made canonical
+// (http.CanonicalHeaderKey), so that http.Header's methods find them. The
+// conformance suite checks that Sign needs none of this.
+func Sign(spec webhooks.Spec, in webhooks.SignInput) http.Header {
+	return With(http.Header{}, spec.Sign(in))
+}
+
+// With adds the headers of extra to h, under canonical names, replacing
+// h's values of the same names, and returns h.
+func With(h, extra http.Header) http.Header {
 	for k, v := range extra {
-		h[k] = v
+		h[http.CanonicalHeaderKey(k)] = v
 	}
 	return h
 }

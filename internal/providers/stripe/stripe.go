@@ -58,13 +58,14 @@ var Spec = webhooks.Spec{
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		return New(s.Secrets), nil
 	},
-	Sign: func(body []byte, secret string, at time.Time) http.Header {
+	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":     {"application/json; charset=utf-8"},
 			"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
-			"Stripe-Signature": {SignatureHeader(body, secret, at)},
+			"Stripe-Signature": {SignatureHeader(in.Body, in.Secret, in.At)},
 		}
 	},
+	Example: example,
 }
 
 // SignatureHeader is the Stripe-Signature of body signed with secret at
