@@ -18,6 +18,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -42,6 +43,7 @@ type Config struct {
 	MailFrom           string
 	NotifyEmail        string
 	FulfillmentURL     string
+	FulfillmentKey     []byte // FULFILLMENT_SECRET's key; nil: calls are unsigned
 	MaxBodyBytes       int64
 	MaxInflight        int
 	TrustedProxies     []netip.Prefix
@@ -221,6 +223,18 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 			l.fail("FULFILLMENT_URL", fmt.Sprintf("must be an absolute http(s) URL, got %q", c.FulfillmentURL))
 		}
 	}
+	if s := l.str("FULFILLMENT_SECRET", ""); s != "" {
+		key, err := standardwebhooks.ParseSecret(s)
+		switch {
+		case err != nil:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("is %v (make one with: echo \"whsec_$(openssl rand -base64 32)\")", err))
+		case len(key) < standardwebhooks.MinKeyLen || len(key) > standardwebhooks.MaxKeyLen:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("has a key of %d bytes; Standard Webhooks keys are %d to %d (make one with: echo \"whsec_$(openssl rand -base64 32)\")",
+				len(key), standardwebhooks.MinKeyLen, standardwebhooks.MaxKeyLen))
+		default:
+			c.FulfillmentKey = key
+		}
+	}
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
@@ -310,6 +324,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("MAIL_FROM", c.MailFrom),
 		slog.String("NOTIFY_EMAIL", c.NotifyEmail),
 		slog.String("FULFILLMENT_URL", maskURL(c.FulfillmentURL)),
+		slog.String("FULFILLMENT_SECRET", maskKey(c.FulfillmentKey)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.Int("MAX_INFLIGHT", c.MaxInflight),
 		slog.String("TRUSTED_PROXIES", strings.Join(proxies, ",")),
@@ -322,6 +337,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LOG_LEVEL", c.LogLevel.String()),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// maskKey is what start-up logs of a Standard Webhooks key: its prefix.
+func maskKey(key []byte) string {
+	if key == nil {
+		return ""
+	}
+	return standardwebhooks.SecretPrefix + "****"
 }
 
 func mask(s string) string {

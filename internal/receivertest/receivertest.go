@@ -34,6 +34,11 @@ import (
 // NotifyEmail is the test receiver's NOTIFY_EMAIL.
 const NotifyEmail = "owner@example.com"
 
+// FulfillmentSecret is the test receiver's FULFILLMENT_SECRET (the key
+// "receivertest fulfillment key 32b"): its fulfillment API verifies every
+// call's signature with it (fulfillmenttest.Server.RequireSignature).
+const FulfillmentSecret = "whsec_cmVjZWl2ZXJ0ZXN0IGZ1bGZpbGxtZW50IGtleSAzMmI="
+
 // Secret is the secret the test receiver verifies spec's deliveries with
 // (the first of its list).
 func Secret(spec webhooks.Spec) string {
@@ -96,8 +101,13 @@ func New(tb testing.TB, opts ...Option) *Receiver {
 		"REDRIVE_INTERVAL": "1s",
 		"DB_MAX_CONNS":     "20",
 	}}
+	s.env["FULFILLMENT_SECRET"] = FulfillmentSecret
 	for _, o := range opts {
 		o(&s)
+	}
+	// Every fulfillment call must be signed, or the API refuses it 401.
+	if secret := s.env["FULFILLMENT_SECRET"]; secret != "" {
+		api.RequireSignature(tb, secret)
 	}
 	for _, spec := range s.specs {
 		if _, set := s.env[spec.Secret.Name]; !set {

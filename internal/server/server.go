@@ -133,6 +133,10 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.FulfillmentURL != "" && cfg.FulfillmentKey == nil {
+		log.Warn("fulfillment calls are unsigned: set FULFILLMENT_SECRET so that the fulfillment API can tell the receiver's calls from anybody's",
+			"variable", "FULFILLMENT_SECRET")
+	}
 	if err := db.Migrate(cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}

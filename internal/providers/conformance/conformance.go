@@ -327,6 +327,11 @@ func (s *Suite) expect(t *testing.T, r *rt.Receiver, res rt.Response, outcome we
 	if diff := cmp.Diff(calls, Calls(r), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("fulfillment calls (-want +got):\n%s", diff)
 	}
+	for _, q := range r.API.Requests() {
+		if q.SignatureError != "" {
+			t.Errorf("fulfillment call %s: the API refused its signature: %s", q.IdempotencyKey, q.SignatureError)
+		}
+	}
 }
 
 func (s *Suite) duplicateDelivery(t *testing.T) {
