@@ -9,6 +9,9 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
+// paddleTime is how Paddle writes a time: UTC, microseconds, Z.
+const paddleTime = "2006-01-02T15:04:05.000000Z07:00"
+
 // example is Spec.Example: a transaction.completed of a new transaction
 // whose checkout set custom_data.email (an order, a confirmation email
 // and a fulfillment call), in the shape of testdata's, with new ids drawn
@@ -44,7 +47,7 @@ func example(r *rand.Rand, at time.Time) webhooks.Example {
     "created_at": %q,
     "updated_at": %q
   }
-}`, evt, at.UTC().Format(time.RFC3339Nano), id("ntf_"), txn, id("ctm_"), txn[len(txn)-8:],
-		at.UTC().Format(time.RFC3339Nano), at.UTC().Format(time.RFC3339Nano), at.UTC().Format(time.RFC3339Nano))
+}`, evt, at.UTC().Format(paddleTime), id("ntf_"), txn, id("ctm_"), txn[len(txn)-8:],
+		at.UTC().Format(paddleTime), at.UTC().Format(paddleTime), at.UTC().Format(paddleTime))
 	return webhooks.Example{ID: evt, Body: body, Header: http.Header{}}
 }
