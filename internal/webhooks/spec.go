@@ -55,7 +55,7 @@ type Spec struct {
 	// Example returns a new delivery of an event the provider acts on,
 	// not signed yet, its ids drawn from r so that no receiver has seen
 	// them (a seeded r makes the same delivery again): what cmd/loadgen
-	// sends for the provider, and what internal/providers' tests hold to
+	// sends for the provider, and what the conformance suite holds to
 	// being processed. Optional.
 	Example func(r *rand.Rand, at time.Time) Example
 }
