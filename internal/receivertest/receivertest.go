@@ -184,7 +184,14 @@ func Signed(spec webhooks.Spec, body []byte, extra http.Header) http.Header {
 // (http.CanonicalHeaderKey), so that http.Header's methods find them. The
 // conformance suite checks that Sign needs none of this.
 func Sign(spec webhooks.Spec, in webhooks.SignInput) http.Header {
-	return With(http.Header{}, spec.Sign(in))
+	h := spec.Sign(in)
+	for k, v := range h {
+		if ck := http.CanonicalHeaderKey(k); ck != k {
+			delete(h, k)
+			h[ck] = v
+		}
+	}
+	return h
 }
 
 // With adds the headers of extra to h, under canonical names, replacing
