@@ -163,8 +163,12 @@ func (b *bench) costWindow(ctx context.Context, phase string, sp costSpec) (r co
 	a.onMeasuring = func() {
 		m0, _ = readMemStats(pprofAddr)
 		p0 = proxy.counts()
-		wg.Go(func() { profErr[0] = fetch(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs), r.cpuProfile) })
-		wg.Go(func() { profErr[1] = fetch(fmt.Sprintf("http://%s/debug/pprof/allocs?seconds=%d", pprofAddr, secs), r.allocProf) })
+		wg.Go(func() {
+			profErr[0] = fetch(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", pprofAddr, secs), r.cpuProfile)
+		})
+		wg.Go(func() {
+			profErr[1] = fetch(fmt.Sprintf("http://%s/debug/pprof/allocs?seconds=%d", pprofAddr, secs), r.allocProf)
+		})
 	}
 	a.onMeasured = func() {
 		p1 = proxy.counts()
