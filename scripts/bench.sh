@@ -84,7 +84,7 @@ if [ "$quick" = false ]; then
 		marker='<!-- benchrun keeps everything below this line: it is written by hand -->'
 		if grep -qF "$marker" "$out"; then
 			tmp=$(mktemp)
-			SECTION=$section MARKER=$marker awk 'index($0, ENVIRON["MARKER"]) == 1 && !done { print ENVIRON["SECTION"]; done = 1 } { print }' "$out" >"$tmp"
+			SECTION=$section MARKER=$marker awk 'index($0, ENVIRON["MARKER"]) == 1 && !done { print ENVIRON["SECTION"]; print ""; done = 1 } { print }' "$out" >"$tmp"
 			cat "$tmp" >"$out"
 			rm -f "$tmp"
 		else
