@@ -419,6 +419,16 @@ func (r *report) render() string {
 		p("p99 %.1f ms.\n\n", r.pgbRateP99)
 	}
 
+	if r.ran[7] && len(r.p7) > 0 {
+		p("## Phase 7: through PgBouncer\n\n")
+		p("internal/pgbouncer runs %s in transaction mode on 127.0.0.1, as the postgres user, with a pool of %d server\n", r.poolerVersion, r.o.concurrency)
+		p("connections per database, in front of the same cluster. The receiver (database precv) and the net/http\n")
+		p("snippet (database psnip) both reach it with `default_query_exec_mode=exec` in their URL: PgBouncer 1.18 keeps no\n")
+		p("prepared statement across transactions, so neither may cache one, and PostgreSQL parses and plans every\n")
+		p("statement it is sent. The receiver migrates at start-up through the pooler as well (its DATABASE_URL). Its\n")
+		p("CPU is in \"Where the CPU went\" (pooler µs) and its statements in \"Where the database time went\".\n\n")
+	}
+
 	if r.ran[6] && len(r.drains) > 0 {
 		p("## Phase 6: redriver drain\n\n")
 		p("Each drain seeds %s fulfillment steps directly in the database (kind 'step', status 'in_progress',\n", thousands(int64(r.o.drainSteps)))
