@@ -26,6 +26,7 @@ run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is
 
 test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL
 	scripts/ensure-postgres.sh
+	scripts/ensure-pgbouncer.sh
 	scripts/ensure-chromium.sh >/dev/null
 	scripts/test.sh
 
@@ -39,7 +40,7 @@ vuln: ## govulncheck (a tool of go.mod) against the Go vulnerability database
 fuzz: ## run the fuzz targets for a bounded time (FUZZTIME, default 20s each)
 	scripts/fuzz.sh
 
-bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
+bench: build ## measure the receiver against the copied snippet (net/http, Echo) and pgbench, direct and through PgBouncer; writes BENCHMARKS.md
 	scripts/bench.sh
 
 screenshots: build ## the console's screenshots in docs/ (headless Chromium)
