@@ -20,9 +20,10 @@
 //
 // The Processor then runs the single-transaction pattern, on a context the
 // sender cannot cancel by hanging up. The provider's Plan queues the
-// event's database writes and its steps on a Plan, doing no I/O, and the
-// processor sends all of it to PostgreSQL in one round trip, as one
-// implicit transaction:
+// event's database writes and its steps on a Plan, doing no I/O (a body
+// whose JSON repeats a member name is not planned at all: it is parked
+// with its claim, see RepeatedName), and the processor sends all of it to
+// PostgreSQL in one round trip, as one implicit transaction:
 //
 //   - the claim, INSERT INTO processed_events … ON CONFLICT DO NOTHING
 //     RETURNING, whose row carries the event's raw body and metadata; when

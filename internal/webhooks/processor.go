@@ -121,10 +121,17 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 	}
 	var plan Plan
 	status, outcome, lastError := StatusDone, OutcomeProcessed, ""
-	switch err := prov.Plan(&ev, &plan); {
+	// A body that repeats a member name is kept (its claim carries it)
+	// and parked, never planned: what it says depends on which of the two
+	// a decoder keeps.
+	err := RepeatedName(ev.Body)
+	if err == nil {
+		err = prov.Plan(&ev, &plan)
+	}
+	switch {
 	case errors.Is(err, ErrUnhandled):
 		outcome, plan = OutcomeIgnored, Plan{}
-	case errors.Is(err, ErrUnprocessable):
+	case errors.Is(err, ErrUnprocessable), errors.Is(err, ErrRepeatedName):
 		status, outcome, lastError, plan = StatusParked, OutcomeParked, err.Error(), Plan{}
 	case err != nil:
 		p.log.ErrorContext(ctx, "event not planned", "error", err)
@@ -142,7 +149,7 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 		p.log.DebugContext(ctx, "event type not handled; acknowledged")
 		return Result{Outcome: OutcomeIgnored}
 	case outcome == OutcomeParked:
-		p.log.WarnContext(ctx, "event parked: its fields cannot be read", "error", lastError)
+		p.log.WarnContext(ctx, "event parked for an operator", "error", lastError)
 		return Result{Outcome: OutcomeParked}
 	}
 	if p.afterEventCommit != nil {
