@@ -16,7 +16,7 @@ import (
 // and SecretIndex is stored.
 type Event struct {
 	Source     string // the provider's Spec.Source
-	Key        string // dedupe key: the Stripe event id, GitHub "<hook id>:<delivery GUID>", …
+	Key        string // dedupe key: the Stripe event id, GitHub "<hook id>:<delivery GUID>:<body hash>", …
 	ID         string // the provider's event id as sent: Stripe evt_…, GitHub delivery GUID
 	Type       string // "checkout.session.completed", "marketplace_purchase", …
 	APIVersion string // the event's API version, for providers that have one
@@ -24,7 +24,8 @@ type Event struct {
 	// BodyHash, when set, is unique among stored events: a provider whose
 	// deliveries carry an unsigned identity (GitHub's GUID) sets it from
 	// what is signed, so that a signed body replayed under a new identity
-	// is recognised as a copy.
+	// is recognised as a copy, and puts part of it in Key, so that no body
+	// takes the key of another.
 	BodyHash []byte
 	Via      Via
 
