@@ -37,6 +37,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/mail/mailtest"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	github "github.com/paywebhooks/receiver/internal/providers/github"
 )
 
 // Secrets and addresses every receiver in this suite is configured with.
@@ -583,7 +584,7 @@ func startReceiver(t *testing.T, name string, env map[string]string) *proc {
 // GitHub delivery is the same bytes every time, as a redelivery is.
 type delivery struct {
 	ID     string // the Stripe event id or the GitHub delivery GUID
-	Key    string // the receiver's dedupe key
+	Key    string // the receiver's dedupe key, and the provider_event_id of an order it creates
 	Path   string // /webhooks/stripe or /webhooks/github
 	Body   []byte
 	header func() http.Header
@@ -620,7 +621,8 @@ func githubDelivery(typ, guid string, body []byte) delivery {
 		"X-Github-Hook-Id":    {hookID},
 		"X-Hub-Signature-256": {signGitHub(body, githubSecret)},
 	}
-	return delivery{ID: guid, Key: hookID + ":" + guid, Path: "/webhooks/github", Body: body, header: func() http.Header {
+	key := github.Key(hookID, guid, github.BodyHash(body))
+	return delivery{ID: guid, Key: key, Path: "/webhooks/github", Body: body, header: func() http.Header {
 		return h.Clone()
 	}}
 }

@@ -205,6 +205,14 @@ func purchase(guid string, account int) (body []byte, header http.Header) {
 		"X-Github-Hook-Id": {"77"}, "Content-Type": {"application/json"}}
 }
 
+// ghKey is the event key of world's GitHub purchase: its hook id and GUID,
+// then a hash of its body.
+var ghKey = func() string {
+	const guid = "6c1d2f7e-0000-4000-8000-00000000aaaa"
+	body, _ := purchase(guid, 424242)
+	return github.Key("77", guid, github.BodyHash(body))
+}()
+
 func mustOK(t *testing.T, res rt.Response) {
 	t.Helper()
 	if res.Status != http.StatusOK {
@@ -440,13 +448,13 @@ func TestSecurityHeaders(t *testing.T) {
 func TestEventsFilters(t *testing.T) {
 	c := newConsole(t)
 	world(t, c)
-	all := []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa", "evt_bad", "evt_done1", "evt_done2", "evt_inv_created", "evt_inv_paid"}
+	all := []string{ghKey, "evt_bad", "evt_done1", "evt_done2", "evt_inv_created", "evt_inv_paid"}
 	cases := []struct {
 		name, query string
 		want        []string
 	}{
 		{"All", "", all},
-		{"Source", "source=github", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"Source", "source=github", []string{ghKey}},
 		{"Type", "type=invoice.paid", []string{"evt_inv_paid"}},
 		{"StateParked", "state=parked", []string{"evt_bad"}},
 		{"StateDone", "state=done", slices.DeleteFunc(slices.Clone(all), func(k string) bool { return k == "evt_bad" })},
@@ -456,15 +464,15 @@ func TestEventsFilters(t *testing.T) {
 		{"RangeNow", "from=" + time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04"), all},
 		{"SourceAndState", "source=stripe&state=parked", []string{"evt_bad"}},
 		{"SearchEventID", "q=evt_done2", []string{"evt_done2"}},
-		{"SearchGUID", "q=6c1d2f7e-0000-4000-8000-00000000aaaa", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"SearchGUID", "q=6c1d2f7e-0000-4000-8000-00000000aaaa", []string{ghKey}},
 		{"SearchStepKey", "q=evt_bad/fulfillment", []string{"evt_bad"}},
 		{"SearchCheckoutSession", "q=cs_bad", []string{"evt_bad"}},
 		{"SearchPaymentIntent", "q=pi_done1", []string{"evt_done1"}},
 		{"SearchEmail", "q=DONE2@example.com", []string{"evt_done2"}},
 		{"SearchInvoice", "q=in_777", []string{"evt_inv_created", "evt_inv_paid"}},
 		{"SearchInvoiceEmail", "q=payer@example.com", []string{"evt_inv_created", "evt_inv_paid"}},
-		{"SearchMarketplaceAccount", "q=account:424242", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
-		{"SearchBillingEmail", "q=billing424242@org.example", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"SearchMarketplaceAccount", "q=account:424242", []string{ghKey}},
+		{"SearchBillingEmail", "q=billing424242@org.example", []string{ghKey}},
 		{"SearchNothing", "q=cs_nope", nil},
 		{"SearchAndFilter", "q=in_777&type=invoice.created", []string{"evt_inv_created"}},
 	}
@@ -594,7 +602,7 @@ func TestEventPage(t *testing.T) {
 	t.Run("GitHubByGUID", func(t *testing.T) {
 		res := b.get(t, "/events/6c1d2f7e-0000-4000-8000-00000000aaaa")
 		mustStatus(t, "event by GUID", res, http.StatusOK)
-		mustContain(t, "event by GUID", res, "77:6c1d2f7e-0000-4000-8000-00000000aaaa", "account:424242", "github_marketplace")
+		mustContain(t, "event by GUID", res, ghKey, "account:424242", "github_marketplace")
 	})
 	t.Run("NotFound", func(t *testing.T) {
 		mustStatus(t, "missing event", b.get(t, "/events/evt_missing"), http.StatusNotFound)
@@ -767,7 +775,7 @@ func TestOverview(t *testing.T) {
 	if v.Health.ParkedEvents != 1 {
 		t.Errorf("parked events %d, want 1", v.Health.ParkedEvents)
 	}
-	want := []string{"stripe evt_bad", "github 77:6c1d2f7e-0000-4000-8000-00000000aaaa"}
+	want := []string{"stripe evt_bad", "github " + ghKey}
 	var got []string
 	for _, l := range v.Health.LastEvents {
 		if l.Source == "stripe" || l.Source == "github" || l.Key != "" { // other providers: none stored

@@ -151,6 +151,9 @@ var claimsOrder = `
 ORDER BY event_key
 LIMIT ` + strconv.Itoa(MaxSteps+1)
 
+// holderSQL finds the event whose body hash is $1 (unique, indexed).
+const holderSQL = `SELECT event_key FROM processed_events WHERE body_hash = $1 AND kind = 'event'`
+
 // eventClaims are an event's own claim and its steps' claims.
 type eventClaims struct {
 	Status ClaimStatus // the event's own claim; "" when it has none

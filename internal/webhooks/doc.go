@@ -11,18 +11,21 @@
 // length over MAX_BODY_BYTES, 413. Then the raw body is read once and given
 // to the Provider's Verify, which checks the signature (and, where the
 // sender signs one, the timestamp) and returns an Event keyed on the
-// event's identity: the Stripe event id, GitHub's hook id with the
-// delivery GUID, Paddle's event id. What no sender signed is read, never
-// trusted: GitHub's GUID is bound to the signed body by a hash that is
-// unique among stored events, the event type must agree with the body, and
-// metrics label only values from closed sets. A request that fails any of
-// this is answered 400 and nothing is written.
+// event's identity: the Stripe event id, GitHub's hook id and delivery
+// GUID followed by a hash of the body, Paddle's event id. What no sender
+// signed is read, never trusted: a GitHub delivery is known by the hash of
+// its signed payload (Event.BodyHash), unique among stored events, so that
+// no header makes a body new and no body takes the key of another; the
+// event type must agree with the body; and metrics label only values from
+// closed sets. A request that fails any of this is answered 400 and
+// nothing is written.
 //
 // The Processor then runs the single-transaction pattern, on a context the
 // sender cannot cancel by hanging up. The provider's Plan queues the
-// event's database writes and its steps on a Plan, doing no I/O, and the
-// processor sends all of it to PostgreSQL in one round trip, as one
-// implicit transaction:
+// event's database writes and its steps on a Plan, doing no I/O (a body
+// whose JSON repeats a member name is not planned at all: it is parked
+// with its claim, see RepeatedName), and the processor sends all of it to
+// PostgreSQL in one round trip, as one implicit transaction:
 //
 //   - the claim, INSERT INTO processed_events … ON CONFLICT DO NOTHING
 //     RETURNING, whose row carries the event's raw body and metadata; when
@@ -40,7 +43,10 @@
 //
 // All of it commits, or none of it: a crash before the commit leaves no
 // key, and the next retry claims cleanly. A copy is known from its claim's
-// answer; nothing in its transaction fails or writes.
+// answer; nothing in its transaction fails or writes. A copy under another
+// key (a GitHub body sent again with another GUID or hook id) finds no
+// claim of its own and is answered as a copy of the event that holds its
+// body hash.
 //
 // After the commit, with no transaction open and no connection held, the
 // processor runs each step (an email, the fulfillment call: a StepKind
