@@ -177,6 +177,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	s.setupAlerts()
 	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
 		pool.Close()
 		return nil, err
@@ -217,6 +218,9 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Processor is the receiver's processor, for tests.
 func (s *Server) Processor() *webhooks.Processor { return s.proc }
+
+// Metrics are the receiver's delivery and step series, for tests.
+func (s *Server) Metrics() *webhooks.Metrics { return s.metrics }
 
 // Addrs are the addresses the server listens on, once it does.
 type Addrs struct {

@@ -79,6 +79,10 @@
 //     answered 4xx, the mail server refused the recipient with a 5xx) or
 //     the attempts ran out (MAX_STEP_ATTEMPTS). An operator replays it;
 //     nothing else moves it.
+//   - resolved: an operator closed a parked step (and its event's own claim)
+//     that no replay can fix, with a reason kept on the event's row
+//     (internal/ops). Final like done; only a replay asked for by the
+//     event's key parks it again, to run it.
 //
 // Transitions and who may make them: the event's transaction creates the
 // step in_progress, held by itself (or skipped). The holder moves it to
@@ -90,6 +94,18 @@
 // the take is compare-and-set on claim_token, a slow worker whose lease was
 // taken cannot mark the new holder's work done, and a take cannot overwrite
 // a completion.
+//
+// Every attempt is recorded in step_attempts by the same statement that
+// moves the claim (a data-modifying CTE): its start, duration, outcome (done,
+// failed, parked, skipped, or lease_lost when the compare-and-set found the
+// claim taken), the error's class and redacted text, and the status the
+// other side answered (an error's StatusCode method). It is numbered by the
+// lease token it held, which every take bumps and nothing resets.
+//
+// A step may also belong to no event (RunStandalone: an operator alert): a
+// claim row of kind 'step' with no parent, keyed by what makes its work one,
+// claimed by whoever inserts it first, and finished by the redriver like
+// any other.
 //
 // Every call that leaves the database is bounded by the step timeout
 // (STEP_TIMEOUT, by default a quarter of the lease) and its result by

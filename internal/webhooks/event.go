@@ -100,6 +100,32 @@ func Unprocessable(format string, args ...any) error {
 type RejectError struct {
 	Reason string
 	Err    error
+	// Timestamp is, for a signature that matches no configured secret,
+	// what the timestamp the request claims to sign says: within the
+	// provider's tolerance (a sender signing with a secret this receiver
+	// does not hold, or someone who forges requests with the clock's
+	// time) or not; "" for a sender that signs no timestamp.
+	Timestamp SignedTimestamp
+}
+
+// SignedTimestamp is how fresh the timestamp of a request whose signature
+// matched no secret was.
+type SignedTimestamp string
+
+const (
+	SignedFresh SignedTimestamp = "fresh" // within the provider's tolerance
+	SignedStale SignedTimestamp = "stale" // outside it: an old request replayed, or a skewed clock
+)
+
+// ReasonNoValidSignature is the rejection of a request signed, but with no
+// signature any configured secret makes.
+const ReasonNoValidSignature = "no_valid_signature"
+
+// RejectSignature is a *RejectError for a signature that matches no
+// configured secret, with the freshness of the timestamp it claims to sign
+// ("" for a sender that signs none).
+func RejectSignature(t SignedTimestamp, err error) error {
+	return &RejectError{Reason: ReasonNoValidSignature, Err: err, Timestamp: t}
 }
 
 func (e *RejectError) Error() string {

@@ -438,6 +438,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	kind, known := p.kinds[ls.Kind]
 	var stepErr error
 	start := time.Now()
+	at := attempt{start: start, runner: runnerOf(ctx)}
 	switch {
 	case !known:
 		// Planned by a process that knows a kind this one does not: given
@@ -449,7 +450,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 		stepErr = fmt.Errorf("step %s cannot run in this process: %s", ls.Key, kind.Unconfigured())
 	default:
 		if why := kind.Unavailable(ls.Payload); why != "" {
-			err := record(func(c context.Context) error { return skipStep(c, p.pool, ls, why) })
+			err := record(func(c context.Context) error { return skipStep(c, p.pool, ls, why, at) })
 			if err != nil && !errors.Is(err, errLeaseLost) {
 				log.ErrorContext(ctx, "step cannot run, and its skip was not recorded", "reason", why, "error", err)
 				telemetry.Failed(span, telemetry.ErrorClass(err))
@@ -465,7 +466,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	}
 
 	if stepErr == nil {
-		err := record(func(c context.Context) error { return completeStep(c, p.pool, ls) })
+		err := record(func(c context.Context) error { return completeStep(c, p.pool, ls, at) })
 		switch {
 		case errors.Is(err, errLeaseLost):
 			// The step ran, but our lease had run out and another worker
@@ -487,7 +488,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	perm := permanent(stepErr)
 	var status ClaimStatus
 	err := record(func(c context.Context) (err error) {
-		status, err = releaseStep(c, p.pool, ls, stepErr, p.backoff(ls.Attempts), p.opts.MaxAttempts, perm)
+		status, err = releaseStep(c, p.pool, ls, stepErr, p.backoff(ls.Attempts), p.opts.MaxAttempts, perm, at)
 		return err
 	})
 	switch {
@@ -534,7 +535,7 @@ func (p *Processor) stepSpan(ctx context.Context, ls leasedStep) (context.Contex
 	attrs := []attribute.KeyValue{telemetry.AttrSource.String(ls.Source), telemetry.AttrEventKey.String(ls.EventKey),
 		telemetry.AttrStep.String(ls.Name), telemetry.AttrStepKind.String(ls.Kind), telemetry.AttrStepKey.String(ls.Key),
 		telemetry.AttrAttempt.Int(ls.Attempts)}
-	if r, _ := ctx.Value(runnerKey{}).(string); r != "" {
+	if r := runnerOf(ctx); r != "" {
 		attrs = append(attrs, telemetry.AttrRunner.String(r))
 	}
 	return telemetry.StartLinked(ctx, "webhook.step "+ls.Name, []string{ls.Traceparent}, attrs...)

@@ -141,7 +141,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	}
 	matched := sig.Match(body, p.secrets)
 	if matched < 0 {
-		return webhooks.Event{}, webhooks.Reject("no_valid_signature",
+		fresh := webhooks.SignedFresh
+		if sig.Check(now, p.tolerance) != nil {
+			fresh = webhooks.SignedStale
+		}
+		return webhooks.Event{}, webhooks.RejectSignature(fresh,
 			fmt.Errorf("no h1 of %d matches any of %d secrets", len(sig.H1), len(p.secrets)))
 	}
 	if err := sig.Check(now, p.tolerance); err != nil {

@@ -140,7 +140,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	signedAt := time.Unix(sig.at, 0)
 	switch {
 	case matched < 0:
-		return webhooks.Event{}, webhooks.Reject("no_valid_signature",
+		fresh := webhooks.SignedStale
+		if now.Sub(signedAt).Abs() <= Tolerance {
+			fresh = webhooks.SignedFresh
+		}
+		return webhooks.Event{}, webhooks.RejectSignature(fresh,
 			fmt.Errorf("no v1 signature matches any of %d secrets", len(p.secrets)))
 	case now.Sub(signedAt) > Tolerance:
 		return webhooks.Event{}, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(signedAt).Round(time.Second)))
