@@ -65,7 +65,7 @@ var Reconciler = reconcile.Reconciler{
 		return instance{
 			CatchUp: &CatchUp{API: api, Provider: e.Provider, Decode: Decode, Processor: e.Processor,
 				Claims: store, Store: store, Log: e.Log},
-			periodicTypes: handledTypes,
+			periodicTypes: catchUpTypes,
 		}, nil
 	},
 }

@@ -1,0 +1,156 @@
+package stripe
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// Variables of the events acted on: which mode, which connected accounts.
+var (
+	liveMode = webhooks.Var{
+		Name: "STRIPE_LIVEMODE",
+		Doc: "`true` or `false`: the mode whose events are acted on; an event of the other mode (its `livemode`) " +
+			"is acknowledged 200 `ignored`, stored and counted, and acted on in no way (on deliveries and " +
+			"reconciliation alike)",
+		Check: func(v string) error {
+			if v != "true" && v != "false" {
+				return errors.New("must be true or false")
+			}
+			return nil
+		},
+	}
+	connectAccounts = webhooks.Var{
+		Name: "STRIPE_CONNECT_ACCOUNTS",
+		Doc: "connected accounts (`acct_…`, comma-separated, or `*` for all) whose events (those carrying " +
+			"`account`, sent to a Connect endpoint) are acted on; their orders, invoices, subscriptions and " +
+			"disputes record the account in `account_id`. Unset: an event carrying `account` is acknowledged " +
+			"200 `ignored`",
+		Check: func(v string) error {
+			_, err := parseAccounts(v)
+			return err
+		},
+	}
+)
+
+// Filter is which Stripe events a provider acts on: those of one mode (or
+// both) and of the platform itself and the connected accounts it lists.
+// Every other event is acknowledged, stored and counted as ignored, with
+// the reason on its claim, and writes nothing and plans nothing: the
+// decision is made in Plan, so it holds for a delivery, a reconciled event
+// and a replay alike.
+type Filter struct {
+	// Livemode is the mode acted on; nil: both (neither STRIPE_LIVEMODE
+	// nor a key whose prefix says the mode is set, and start-up warns).
+	Livemode *bool
+	// Accounts are the connected accounts acted on; AllAccounts: any.
+	Accounts    map[string]bool
+	AllAccounts bool
+}
+
+// FilterOf reads the scope from STRIPE_LIVEMODE (else the mode of
+// STRIPE_API_KEY's prefix: sk_live_ and rk_live_ are live, sk_test_ and
+// rk_test_ test) and STRIPE_CONNECT_ACCOUNTS, and says what start-up
+// should warn of.
+func FilterOf(env func(string) string) (Filter, []string, error) {
+	var s Filter
+	var warnings []string
+	keyMode := modeOfKey(env(apiKey.Name))
+	switch v := env(liveMode.Name); v {
+	case "true", "false":
+		live := v == "true"
+		s.Livemode = &live
+		if keyMode != nil && *keyMode != live {
+			warnings = append(warnings, fmt.Sprintf("%s=%s but %s is a %s key: the events reconciliation lists "+
+				"are of the other mode and will be ignored", liveMode.Name, v, apiKey.Name, modeName(*keyMode)))
+		}
+	case "":
+		s.Livemode = keyMode
+		if keyMode == nil {
+			warnings = append(warnings, fmt.Sprintf("neither %s nor a live or test %s is set: Stripe events "+
+				"of both modes (live and test) are acted on", liveMode.Name, apiKey.Name))
+		}
+	default:
+		return Filter{}, nil, fmt.Errorf("%s must be true or false", liveMode.Name)
+	}
+	accounts, err := parseAccounts(env(connectAccounts.Name))
+	if err != nil {
+		return Filter{}, nil, fmt.Errorf("%s %w", connectAccounts.Name, err)
+	}
+	if accounts["*"] {
+		s.AllAccounts = true
+	} else {
+		s.Accounts = accounts
+	}
+	return s, warnings, nil
+}
+
+func modeName(live bool) string {
+	if live {
+		return "live"
+	}
+	return "test"
+}
+
+// modeOfKey is the mode of a Stripe API key by its prefix, or nil.
+func modeOfKey(key string) *bool {
+	for _, p := range []struct {
+		prefix string
+		live   bool
+	}{{"sk_live_", true}, {"rk_live_", true}, {"sk_test_", false}, {"rk_test_", false}} {
+		if strings.HasPrefix(key, p.prefix) {
+			return &p.live
+		}
+	}
+	return nil
+}
+
+// parseAccounts reads STRIPE_CONNECT_ACCOUNTS: "" (none), "*" (every
+// account, as the key "*"), or acct_… ids separated by commas.
+func parseAccounts(v string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if strings.TrimSpace(v) == "" {
+		return out, nil
+	}
+	if strings.TrimSpace(v) == "*" {
+		out["*"] = true
+		return out, nil
+	}
+	for _, a := range strings.Split(v, ",") {
+		a = strings.TrimSpace(a)
+		if !accountID(a) {
+			return nil, fmt.Errorf("must be * or connected account ids (acct_…) separated by commas, got %s",
+				webhooks.Quote(a, 40))
+		}
+		out[a] = true
+	}
+	return out, nil
+}
+
+// accountID reports whether s looks like a Stripe account id.
+func accountID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "acct_")
+	if !ok || rest == "" || len(rest) > 64 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// ignores says why the scope leaves the event alone, or "".
+func (s Filter) ignores(env *envelope) string {
+	if s.Livemode != nil && env.Livemode.live() != *s.Livemode {
+		return fmt.Sprintf("a %s-mode event: %s is %t (other mode)", modeName(env.Livemode.live()), liveMode.Name, *s.Livemode)
+	}
+	if a := string(env.Account); a != "" && !s.AllAccounts && !s.Accounts[a] {
+		return fmt.Sprintf("an event of connected account %s, which %s does not list (account not configured)",
+			webhooks.Quote(a, 40), connectAccounts.Name)
+	}
+	return ""
+}
