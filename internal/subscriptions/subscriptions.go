@@ -49,8 +49,8 @@ type Subscription struct {
 	ExternalID string // sub_…, the provider's subscription id
 	Status     string // the provider's own word
 	CustomerID string // cus_…, ctm_…; "" when the event names none
-	// CurrentPeriodEnd is when the period paid for ends; zero: the event
-	// does not say, and the row keeps what it had.
+	// CurrentPeriodEnd is when the period paid for ends; zero: the
+	// subscription has none (or the event does not say).
 	CurrentPeriodEnd  time.Time
 	CancelAtPeriodEnd bool
 	AccountID         string // the Stripe connected account; "" for the platform's own
@@ -77,11 +77,14 @@ func args(s Subscription) []any {
 }
 
 // set is the update of a row to the state of the event being inserted
-// (EXCLUDED): what it does not say, it keeps.
+// (EXCLUDED), whole: a period end the event does not give (Paddle gives
+// none for a paused or canceled subscription) is none, so that the row is
+// the newest event's state whichever events came before it. Only the
+// customer and the account, which never change, are kept when absent.
 const set = `
     SET status = EXCLUDED.status,
         customer_id = coalesce(EXCLUDED.customer_id, s.customer_id),
-        current_period_end = coalesce(EXCLUDED.current_period_end, s.current_period_end),
+        current_period_end = EXCLUDED.current_period_end,
         cancel_at_period_end = EXCLUDED.cancel_at_period_end,
         account_id = coalesce(s.account_id, EXCLUDED.account_id),
         event_at = greatest(s.event_at, EXCLUDED.event_at),
@@ -124,9 +127,13 @@ SELECT $1, $2, $3, $4 WHERE receiver_claimed() ON CONFLICT DO NOTHING`, source, 
 }
 
 // Noticed is a step condition (webhooks.Plan.StepIf): it holds when this
-// transaction recorded the notice (Notice), and never again for it.
-func Noticed(source, subscriptionID, notice string) (string, []any) {
+// transaction recorded the notice (Notice), and never again for it. With
+// unless, it also needs the subscription's row, if it has one, to be in
+// none of those statuses: a notice that a late event would give of a
+// subscription already ended (a trial ending) is not sent.
+func Noticed(source, subscriptionID, notice string, unless ...string) (string, []any) {
 	return `SELECT NULL::jsonb FROM subscription_notices n
-WHERE n.source = $1 AND n.subscription_id = $2 AND n.notice = $3 AND n.xmin = pg_current_xact_id()::xid`,
-		[]any{source, subscriptionID, notice}
+WHERE n.source = $1 AND n.subscription_id = $2 AND n.notice = $3 AND n.xmin = pg_current_xact_id()::xid
+  AND NOT EXISTS (SELECT 1 FROM subscriptions s WHERE s.source = $1 AND s.external_id = $2 AND s.status = ANY ($4))`,
+		[]any{source, subscriptionID, notice, append([]string{}, unless...)}
 }

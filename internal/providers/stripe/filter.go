@@ -50,7 +50,7 @@ type Filter struct {
 	AllAccounts bool
 }
 
-// FilterOf reads the scope from STRIPE_LIVEMODE (else the mode of
+// FilterOf reads the filter from STRIPE_LIVEMODE (else the mode of
 // STRIPE_API_KEY's prefix: sk_live_ and rk_live_ are live, sk_test_ and
 // rk_test_ test) and STRIPE_CONNECT_ACCOUNTS, and says what start-up
 // should warn of.
@@ -136,7 +136,7 @@ func accountID(s string) bool {
 		return false
 	}
 	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
 			return false
 		}
 	}
@@ -146,7 +146,8 @@ func accountID(s string) bool {
 // ignores says why the scope leaves the event alone, or "".
 func (s Filter) ignores(env *envelope) string {
 	if s.Livemode != nil && env.Livemode.live() != *s.Livemode {
-		return fmt.Sprintf("a %s-mode event: %s is %t (other mode)", modeName(env.Livemode.live()), liveMode.Name, *s.Livemode)
+		return fmt.Sprintf("a %s-mode event, and only %s-mode events are acted on (other mode: %s, else %s's prefix)",
+			modeName(env.Livemode.live()), modeName(*s.Livemode), liveMode.Name, apiKey.Name)
 	}
 	if a := string(env.Account); a != "" && !s.AllAccounts && !s.Accounts[a] {
 		return fmt.Sprintf("an event of connected account %s, which %s does not list (account not configured)",

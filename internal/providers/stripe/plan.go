@@ -339,7 +339,8 @@ func customer(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 // created only inserts, updated, paused and resumed take the event's state
 // unless an event of a later second was applied, deleted ends the
 // subscription for good and tells the customer, trial_will_end writes no
-// state and tells the customer. Each email goes once, to the address an
+// state and tells the customer, unless the subscription is already known
+// to have ended (a late delivery). Each email goes once, to the address an
 // earlier event gave for the subscription's customer; without one it is
 // recorded skipped.
 func subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
@@ -389,7 +390,7 @@ func subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 			data["TrialEnd"] = day(end)
 		}
 		subscriptions.Notice(plan, Source, sub.ExternalID, notice, ev.ID)
-		cond, args := subscriptions.Noticed(Source, sub.ExternalID, notice)
+		cond, args := subscriptions.Noticed(Source, sub.ExternalID, notice, finalSubscription...)
 		cond, args = customers.WithAddress(cond, args, Source, sub.CustomerID)
 		plan.StepIf(mail.Step(StepTrialEndingEmail, mail.Email{Template: "trial_ending", Data: data}), cond, args...)
 	default:
