@@ -63,7 +63,7 @@ func eventsCmd(ctx context.Context, args []string, getenv func(string) string, s
 	case "list":
 		return eventsList(ctx, pool, specs, args[1:], stdout, stderr)
 	case "show":
-		return eventsShow(ctx, pool, args[1:], stdout, stderr)
+		return eventsShow(ctx, pool, specs, args[1:], stdout, stderr)
 	case "replay":
 		return eventsReplay(ctx, cfg, pool, log, args[1:], stdout, stderr)
 	case "prune":
@@ -138,7 +138,7 @@ func eventsList(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, arg
 	return nil
 }
 
-func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, stderr io.Writer) error {
+func eventsShow(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("events show", flag.ContinueOnError)
 	asJSON := fs.Bool("json", false, "print JSON")
 	keys, err := parseFlags(fs, args, stderr)
@@ -152,11 +152,16 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 	if err != nil {
 		return err
 	}
+	records, err := ops.Related(ctx, q, d, specs)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		out := struct {
 			ops.Detail
-			Body json.RawMessage `json:"body"`
-		}{d, json.RawMessage(d.Body)}
+			Records ops.Records     `json:"records"`
+			Body    json.RawMessage `json:"body"`
+		}{d, records, json.RawMessage(d.Body)}
 		if !json.Valid(d.Body) {
 			out.Body, _ = json.Marshal(string(d.Body))
 		}
@@ -173,6 +178,9 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 	if d.Error != "" {
 		fmt.Fprintf(stdout, "error     %s\n", d.Error)
 	}
+	if d.Reason != "" {
+		fmt.Fprintf(stdout, "ignored   %s\n", oneLine(d.Reason))
+	}
 	fmt.Fprintln(stdout, "\nclaims:")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  KEY\tSTATUS\tATTEMPTS\tCLAIMED\tCOMPLETED\tNEXT ATTEMPT\tLAST ERROR / REASON")
@@ -187,6 +195,12 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if !records.Empty() {
+		fmt.Fprintln(stdout, "\nrecords:")
+		if err := printRecords(stdout, records); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout, "\nbody:")
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, d.Body, "  ", "  ") == nil {
@@ -195,6 +209,53 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 		fmt.Fprintf(stdout, "  %s\n", d.Body)
 	}
 	return nil
+}
+
+// printRecords prints the business rows an event concerns, one a line.
+func printRecords(w io.Writer, r ops.Records) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	wrote := func(b bool) string {
+		if b {
+			return "written by this event"
+		}
+		return "named in its body"
+	}
+	orNone := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	fmt.Fprintln(tw, "  ROW\tID\tSTATUS\tAMOUNT\tDETAIL\t")
+	for _, o := range r.Orders {
+		fmt.Fprintf(tw, "  order #%d (%s)\t%s\t%s\t%s\trefunded %s; payment %s; account %s; customer %s\t%s\n", o.ID, o.Source,
+			o.ExternalID, o.Status, money(o.AmountCents, o.Currency), money(o.AmountRefunded, o.Currency), orNone(o.PaymentIntentID),
+			orNone(o.AccountID), orNone(o.CustomerEmail), wrote(o.Wrote))
+	}
+	for _, i := range r.Invoices {
+		fmt.Fprintf(tw, "  invoice\t%s\t%s\t%s of %s\taccount %s; customer %s\t%s\n", i.StripeInvoiceID, i.Status,
+			money(i.AmountPaid, i.Currency), money(i.AmountDue, i.Currency), orNone(i.AccountID), orNone(i.CustomerEmail), wrote(i.Wrote))
+	}
+	for _, f := range r.Refunds {
+		fmt.Fprintf(tw, "  refund\t%s\trecorded\t%s\tpayment %s\twritten by this event\n", f.ChargeID,
+			money(f.AmountRefunded, f.Currency), f.PaymentIntentID)
+	}
+	for _, s := range r.Subscriptions {
+		fmt.Fprintf(tw, "  subscription (%s)\t%s\t%s\tperiod ends %s\tcancel at period end %t; customer %s; account %s; as of %s\t%s\n",
+			s.Source, s.ExternalID, s.Status, ts(s.CurrentPeriodEnd, "-"), s.CancelAtPeriodEnd, orNone(s.CustomerID),
+			orNone(s.AccountID), s.LastEventID, wrote(s.Wrote))
+	}
+	for _, x := range r.Disputes {
+		fmt.Fprintf(tw, "  dispute (%s)\t%s\t%s\t%s\treason %s; evidence due %s; payment %s; account %s; as of %s\t%s\n",
+			x.Source, x.ExternalID, x.Status, money(x.AmountCents, x.Currency), orNone(x.Reason), ts(x.EvidenceDueBy, "-"),
+			orNone(x.PaymentIntentID), orNone(x.AccountID), x.LastEventID, wrote(x.Wrote))
+	}
+	return tw.Flush()
+}
+
+// money formats an amount in a currency's minor unit.
+func money(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 }
 
 func ts(t *time.Time, none string) string {

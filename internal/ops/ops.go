@@ -261,6 +261,7 @@ type Claim struct {
 type Detail struct {
 	Summary
 	Error  string  `json:"error,omitempty"`
+	Reason string  `json:"reason,omitempty"` // why an ignored event was ignored, when its provider said
 	Body   []byte  `json:"-"`
 	Claims []Claim `json:"claims"`
 }
@@ -303,8 +304,11 @@ ORDER BY kind, event_key`, d.Key)
 		c.IdempotencyKey, c.MessageID = StepRefs(c, "")
 		if c.Kind == "event" {
 			d.Body = body
-			if c.Status == string(webhooks.StatusParked) {
+			switch {
+			case c.Status == string(webhooks.StatusParked):
 				d.Error = c.LastError
+			case d.Outcome == string(webhooks.OutcomeIgnored):
+				d.Reason = c.LastError
 			}
 		}
 		return c, err
