@@ -14,7 +14,8 @@ var (
 		Name: "STRIPE_LIVEMODE",
 		Doc: "`true` or `false`: the mode whose events are acted on; an event of the other mode (its `livemode`) " +
 			"is acknowledged 200 `ignored`, stored and counted, and acted on in no way (on deliveries and " +
-			"reconciliation alike)",
+			"reconciliation alike). Unset: the mode of `STRIPE_API_KEY`'s prefix (`sk_live_`/`rk_live_` live, " +
+			"`sk_test_`/`rk_test_` test); with neither, both modes are acted on and start-up warns",
 		Check: func(v string) error {
 			if v != "true" && v != "false" {
 				return errors.New("must be true or false")
