@@ -421,3 +421,36 @@ func TestDecodeAgreesWithSDKTypes(t *testing.T) {
 		}
 	}
 }
+
+// TestPartialRefundsRacing: a transaction and its two partial refund
+// adjustments, delivered at the same moment, add up to the whole amount
+// whichever commits first: the refunds of one transaction are serialised,
+// so neither sum misses the other's adjustment.
+func TestPartialRefundsRacing(t *testing.T) {
+	r := rt.New(t)
+	const rounds = 10
+	var bodies [][]byte
+	for i := range rounds {
+		sfx := fmt.Sprintf("%02d", i)
+		txn := "txn_race" + sfx
+		for _, name := range []string{completed, refundPart1, refundPart2} {
+			b := suite.Body(t, name)
+			b = []byte(strings.NewReplacer(txnA, txn, "evt_01jm9s346q3d25vt4f5v37e3s3", "evt_race_co"+sfx,
+				"evt_01jq9part1000000000000000", "evt_race_p1"+sfx, "evt_01jq9part2000000000000000", "evt_race_p2"+sfx,
+				"adj_01jq9part1000000000000000", "adj_race1"+sfx, "adj_01jq9part2000000000000000", "adj_race2"+sfx).Replace(string(b)))
+			bodies = append(bodies, b)
+		}
+	}
+	done := make(chan rt.Response, len(bodies))
+	for _, b := range bodies {
+		go func() { done <- r.Deliver(t, paddle.Spec, b, nil) }()
+	}
+	for range bodies {
+		if res := <-done; res.Status != 200 {
+			t.Fatalf("status %d %s", res.Status, res.Body)
+		}
+	}
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE status = 'refunded' AND amount_refunded_cents = 3000`); n != rounds {
+		t.Errorf("%d of %d orders refunded 3000", n, rounds)
+	}
+}

@@ -200,6 +200,7 @@ WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 		{Name: "CreatedAfterUpdated", Given: []string{subCancel}, Deliver: subCreated, Want: []string{sub1Cancel}},
 		{Name: "OlderUpdateChangesNothing", Given: []string{subCancel}, Deliver: subActive, Want: []string{sub1Cancel}},
 		{Name: "CanceledIsFinal", Given: []string{subDeleted}, Deliver: subCancel, Want: []string{sub1Canceled}},
+		{Name: "CanceledIsFinalEvenForALaterEvent", Given: []string{subDeleted}, Deliver: "sub.updated.later", Want: []string{sub1Canceled}},
 		{Name: "SubscriptionEndedEmail", Given: []string{customerCreated, subCreated}, Deliver: subDeleted,
 			Want: []string{sub1Canceled, subscriber}, Steps: []string{"email.subscription_ended=done"}, Emails: []cf.Mail{endedMail}},
 		{Name: "SubscriptionEndedNoAddress", Deliver: subDeleted, Want: []string{sub1Canceled},
@@ -227,6 +228,7 @@ WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 		{Name: "DisputeCreatedAfterUpdated", Given: []string{dpUpdated}, Deliver: dpCreated, Want: []string{dpReview},
 			Steps: []string{"email.dispute=done"}, Emails: []cf.Mail{disputeMail}},
 		{Name: "DisputeClosedIsFinal", Given: []string{dpClosed}, Deliver: dpUpdated, Want: []string{dpWon}},
+		{Name: "DisputeClosedIsFinalEvenForALaterEvent", Given: []string{dpClosed}, Deliver: "dispute.updated.later", Want: []string{dpWon}},
 
 		// Mode and account.
 		{Name: "OtherModeIgnored", Options: []rt.Option{rt.Env("STRIPE_LIVEMODE", "true")}, Deliver: paid,
@@ -290,6 +292,12 @@ const (
 
 func init() {
 	suite.Events["sub.deleted.again"] = cf.Event{Fixture: subDeleted, Replace: []string{"evt_test_sub_deleted", "evt_test_sub_deleted_again"}}
+	// Events of a later second than the subscription's deletion and the
+	// dispute's closing, which a final status must still resist.
+	suite.Events["sub.updated.later"] = cf.Event{Fixture: subCancel, Replace: []string{"evt_test_sub_updated_cancel", "evt_test_sub_updated_later",
+		`"created": 1766188800`, `"created": 1769000000`}}
+	suite.Events["dispute.updated.later"] = cf.Event{Fixture: dpUpdated, Replace: []string{"evt_test_dispute_updated", "evt_test_dispute_updated_later",
+		`"created": 1764633600`, `"created": 1769000000`}}
 }
 
 func TestConformance(t *testing.T) { cf.Run(t, suite) }
