@@ -210,15 +210,15 @@ func moneyScenario(t *testing.T, seed uint64) {
 	// amount) were recorded before it.
 	paddleOrder := one(adj1 == 1 || adj2 == 1)
 	want := map[string]int{
-		"buyer@example.com: Your order":                                                         orderMails,
-		"buyer@example.com: Your refund of 1.00 USD":                                            1,
-		"buyer@example.com: Your refund of 99.00 USD":                                           1,
-		"buyer@example.com: Your subscription has ended":                                        ended,
-		"buyer@example.com: Your trial ends on 14 December 2025":                                trial,
+		"buyer@example.com: Your order":                                                        orderMails,
+		"buyer@example.com: Your refund of 1.00 USD":                                           1,
+		"buyer@example.com: Your refund of 99.00 USD":                                          1,
+		"buyer@example.com: Your subscription has ended":                                       ended,
+		"buyer@example.com: Your trial ends on 14 December 2025":                               trial,
 		notifyEmail + ": Dispute dp_e2e_1 of 100.00 USD: respond by 8 December 2025 23:59 UTC": 1,
-		"paddle@example.com: Your order":                                                        paddleOrder,
-		"paddle@example.com: Your refund of 10.00 USD":                                          adj1,
-		"paddle@example.com: Your refund of 20.00 USD":                                          adj2,
+		"paddle@example.com: Your order":                                                       paddleOrder,
+		"paddle@example.com: Your refund of 10.00 USD":                                         adj1,
+		"paddle@example.com: Your refund of 20.00 USD":                                         adj2,
 	}
 	t.Logf("emails expected from the order of arrival: %v", want)
 	got := map[string]int{}
