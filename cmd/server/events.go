@@ -64,7 +64,7 @@ func eventsCmd(ctx context.Context, args []string, getenv func(string) string, s
 	case "list":
 		return eventsList(ctx, getenv, specs, args[1:], stdout, stderr)
 	case "show":
-		return eventsShow(ctx, getenv, args[1:], stdout, stderr)
+		return eventsShow(ctx, getenv, specs, args[1:], stdout, stderr)
 	case "replay":
 		return eventsReplay(ctx, getenv, args[1:], stdout, stderr)
 	case "resolve":
@@ -160,7 +160,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	return nil
 }
 
-func eventsShow(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) error {
+func eventsShow(ctx context.Context, getenv func(string) string, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
 	c := newCommand("events show", showSynopsis,
 		"Shows the stored event (by its key, or the provider's event id) with every claim of its\n"+
 			"steps (status, attempts, last error or reason, timestamps) and its raw body.")
@@ -181,11 +181,16 @@ func eventsShow(ctx context.Context, getenv func(string) string, args []string, 
 	if err != nil {
 		return err
 	}
+	records, err := ops.Related(ctx, env.pool, d, specs)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		out := struct {
 			ops.Detail
-			Body json.RawMessage `json:"body"`
-		}{d, json.RawMessage(d.Body)}
+			Records ops.Records     `json:"records"`
+			Body    json.RawMessage `json:"body"`
+		}{d, records, json.RawMessage(d.Body)}
 		if !json.Valid(d.Body) {
 			out.Body, _ = json.Marshal(string(d.Body))
 		}
@@ -207,6 +212,9 @@ func eventsShow(ctx context.Context, getenv func(string) string, args []string, 
 		}
 		fmt.Fprintf(stdout, "resolved  by %s at %s%s: %s\n", r.By, r.At.Format(time.RFC3339), note, oneLine(r.Reason))
 	}
+	if d.Reason != "" {
+		fmt.Fprintf(stdout, "ignored   %s\n", oneLine(d.Reason))
+	}
 	fmt.Fprintln(stdout, "\nclaims:")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  KEY\tSTATUS\tATTEMPTS\tCLAIMED\tCOMPLETED\tNEXT ATTEMPT\tLAST ERROR / REASON")
@@ -222,6 +230,12 @@ func eventsShow(ctx context.Context, getenv func(string) string, args []string, 
 		return err
 	}
 	printAttempts(stdout, d.Claims)
+	if !records.Empty() {
+		fmt.Fprintln(stdout, "\nrecords:")
+		if err := printRecords(stdout, records); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout, "\nbody:")
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, d.Body, "  ", "  ") == nil {
@@ -264,6 +278,53 @@ func printAttempts(w io.Writer, claims []ops.Claim) {
 		fmt.Fprintln(tw, "  (none)")
 	}
 	_ = tw.Flush()
+}
+
+// printRecords prints the business rows an event concerns, one a line.
+func printRecords(w io.Writer, r ops.Records) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	wrote := func(b bool) string {
+		if b {
+			return "written by this event"
+		}
+		return "named in its body"
+	}
+	orNone := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	fmt.Fprintln(tw, "  ROW\tID\tSTATUS\tAMOUNT\tDETAIL\t")
+	for _, o := range r.Orders {
+		fmt.Fprintf(tw, "  order #%d (%s)\t%s\t%s\t%s\trefunded %s; payment %s; account %s; customer %s\t%s\n", o.ID, o.Source,
+			o.ExternalID, o.Status, money(o.AmountCents, o.Currency), money(o.AmountRefunded, o.Currency), orNone(o.PaymentIntentID),
+			orNone(o.AccountID), orNone(o.CustomerEmail), wrote(o.Wrote))
+	}
+	for _, i := range r.Invoices {
+		fmt.Fprintf(tw, "  invoice\t%s\t%s\t%s of %s\taccount %s; customer %s\t%s\n", i.StripeInvoiceID, i.Status,
+			money(i.AmountPaid, i.Currency), money(i.AmountDue, i.Currency), orNone(i.AccountID), orNone(i.CustomerEmail), wrote(i.Wrote))
+	}
+	for _, f := range r.Refunds {
+		fmt.Fprintf(tw, "  refund\t%s\trecorded\t%s\tpayment %s\twritten by this event\n", f.ChargeID,
+			money(f.AmountRefunded, f.Currency), f.PaymentIntentID)
+	}
+	for _, s := range r.Subscriptions {
+		fmt.Fprintf(tw, "  subscription (%s)\t%s\t%s\tperiod ends %s\tcancel at period end %t; customer %s; account %s; as of %s\t%s\n",
+			s.Source, s.ExternalID, s.Status, ts(s.CurrentPeriodEnd, "-"), s.CancelAtPeriodEnd, orNone(s.CustomerID),
+			orNone(s.AccountID), s.LastEventID, wrote(s.Wrote))
+	}
+	for _, x := range r.Disputes {
+		fmt.Fprintf(tw, "  dispute (%s)\t%s\t%s\t%s\treason %s; evidence due %s; payment %s; account %s; as of %s\t%s\n",
+			x.Source, x.ExternalID, x.Status, money(x.AmountCents, x.Currency), orNone(x.Reason), ts(x.EvidenceDueBy, "-"),
+			orNone(x.PaymentIntentID), orNone(x.AccountID), x.LastEventID, wrote(x.Wrote))
+	}
+	return tw.Flush()
+}
+
+// money formats an amount in a currency's minor unit.
+func money(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 }
 
 func ts(t *time.Time, none string) string {

@@ -321,6 +321,7 @@ type Resolution struct {
 type Detail struct {
 	Summary
 	Error      string      `json:"error,omitempty"`
+	Reason     string      `json:"reason,omitempty"` // why an ignored event was ignored, when its provider said
 	Resolution *Resolution `json:"resolution,omitempty"`
 	Body       []byte      `json:"-"`
 	Claims     []Claim     `json:"claims"`
@@ -372,8 +373,11 @@ ORDER BY kind, event_key`, d.Key)
 		c.IdempotencyKey, c.MessageID = StepRefs(c, "")
 		if c.Kind == "event" {
 			d.Body = body
-			if c.Status == string(webhooks.StatusParked) || c.Status == string(webhooks.StatusResolved) && c.LastError != "" {
+			switch {
+			case c.Status == string(webhooks.StatusParked) || c.Status == string(webhooks.StatusResolved) && c.LastError != "":
 				d.Error = c.LastError
+			case d.Outcome == string(webhooks.OutcomeIgnored):
+				d.Reason = c.LastError
 			}
 			if resolvedAt != nil {
 				res.At, res.Reopened = *resolvedAt, c.Status != string(webhooks.StatusResolved)

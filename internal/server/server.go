@@ -137,6 +137,13 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	for _, spec := range cfg.Specs() {
+		if spec.Warnings != nil {
+			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {
+				log.Warn(w, "provider", spec.Source)
+			}
+		}
+	}
 	if err := db.Migrate(cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}

@@ -130,7 +130,12 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 	}
 	switch {
 	case errors.Is(err, ErrUnhandled):
+		// An error that says more than ErrUnhandled (an event the provider
+		// is configured to leave alone) is kept on the claim, for operators.
 		outcome, plan = OutcomeIgnored, Plan{}
+		if msg := err.Error(); msg != ErrUnhandled.Error() {
+			lastError = msg
+		}
 	case errors.Is(err, ErrUnprocessable), errors.Is(err, ErrRepeatedName):
 		status, outcome, lastError, plan = StatusParked, OutcomeParked, err.Error(), Plan{}
 	case err != nil:
@@ -145,6 +150,9 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 		return Result{Outcome: OutcomeError, Err: err}
 	case !claimed:
 		return p.resume(ctx, ev, claims)
+	case outcome == OutcomeIgnored && lastError != "":
+		p.log.InfoContext(ctx, "event ignored; acknowledged", "reason", lastError)
+		return Result{Outcome: OutcomeIgnored}
 	case outcome == OutcomeIgnored:
 		p.log.DebugContext(ctx, "event type not handled; acknowledged")
 		return Result{Outcome: OutcomeIgnored}

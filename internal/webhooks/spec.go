@@ -37,6 +37,10 @@ type Spec struct {
 	OrderSources []string
 	// New builds the provider from its configuration.
 	New func(Settings) (Provider, error)
+	// Warnings, when set, says what start-up should warn of in the
+	// provider's configuration (a setting left to a default that acts on
+	// more than the operator may mean). Optional.
+	Warnings func(Settings) []string
 	// Sign returns the headers of a delivery of body signed with secret at
 	// the given time, as the sender signs it: for tests, the load generator
 	// and examples. Optional.
