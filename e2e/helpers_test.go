@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"context"
 	cryptorand "crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,7 @@ import (
 // Secrets and addresses every receiver in this suite is configured with.
 const (
 	stripeSecret = "whsec_e2e_receiver_secret"
-	githubSecret = "e2e-github-secret"
+	githubSecret = "e2e-github-secret-0123456789abcdef"
 	mailDomain   = "example.test"
 	mailFrom     = "Shop <shop@example.test>"
 	notifyEmail  = "owner@example.test"
@@ -106,8 +107,9 @@ func TestMain(m *testing.M) {
 }
 
 // buildServer builds ./cmd/server into the user's cache directory (one
-// file, replaced atomically on every run, so that nothing piles up and two
-// runs at once do not trip on each other) and returns its path.
+// file per checkout, replaced atomically on every run, so that nothing
+// piles up, two runs at once do not trip on each other, and two checkouts
+// never run each other's binary) and returns its path.
 func buildServer() (string, error) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Dir(filepath.Dir(file)) // the module root
@@ -115,7 +117,8 @@ func buildServer() (string, error) {
 	if err != nil {
 		cache = os.TempDir()
 	}
-	dir := filepath.Join(cache, "paywebhooks-e2e")
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "paywebhooks-e2e", hex.EncodeToString(sum[:6]))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -274,6 +277,8 @@ func (w *world) env(overrides ...string) map[string]string {
 		"SHUTDOWN_TIMEOUT":      "20s",
 		"DB_MAX_CONNS":          "20",
 		"LOG_LEVEL":             "info",
+		// As in production, whatever bin/dev (make test) set for the tests.
+		"PAYWEBHOOKS_DEV": "",
 	}
 	for i := 0; i+1 < len(overrides); i += 2 {
 		e[overrides[i]] = overrides[i+1]
@@ -591,7 +596,7 @@ func startReceiver(t *testing.T, name string, env map[string]string) *proc {
 // GitHub delivery is the same bytes every time, as a redelivery is.
 type delivery struct {
 	ID     string // the Stripe event id or the GitHub delivery GUID
-	Key    string // the receiver's dedupe key
+	Key    string // the receiver's dedupe key, and the provider_event_id of an order it creates
 	Path   string // /webhooks/stripe or /webhooks/github
 	Body   []byte
 	header func() http.Header
@@ -621,7 +626,8 @@ func githubDelivery(typ, guid string, body []byte) delivery {
 	h.Set(github.HeaderEvent, typ)
 	h.Set(github.HeaderDelivery, guid)
 	h.Set(github.HeaderHookID, hookID)
-	return delivery{ID: guid, Key: hookID + ":" + guid, Path: "/webhooks/github", Body: body, header: func() http.Header {
+	key := github.Key(hookID, guid, github.BodyHash(body))
+	return delivery{ID: guid, Key: key, Path: "/webhooks/github", Body: body, header: func() http.Header {
 		return h.Clone()
 	}}
 }

@@ -16,7 +16,12 @@
 // <body>". A retry is signed anew, with its own timestamp.
 //
 // Client.Fulfill makes exactly one attempt and honours the context deadline;
-// retrying is the caller's business.
+// retrying is the caller's business. It never follows a redirect: a 3xx is
+// the answer, a *StatusError (not permanent: the redriver tries again, and
+// parks the step once its attempts run out). Followed, a 301, 302 or 303
+// would turn the POST into a GET whose 2xx would count as done, and a 307
+// or 308 would hand the body and its Idempotency-Key (and the signature
+// headers) to whatever host the Location names.
 package fulfillment
 
 import (
@@ -73,8 +78,13 @@ func New(baseURL string) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 128
 	t.MaxIdleConnsPerHost = 64
-	return &Client{BaseURL: baseURL, HTTP: &http.Client{Transport: telemetry.Transport(t)}, timeout: 30 * time.Second}
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Transport: telemetry.Transport(t), CheckRedirect: refuseRedirect},
+		timeout: 30 * time.Second}
 }
+
+// refuseRedirect is every Client's redirect policy (http.Client's
+// CheckRedirect): the redirect itself is the answer.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // maxErrorBody bounds how much of a response body is read into a StatusError.
 const maxErrorBody = 512
@@ -153,6 +163,11 @@ func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) 
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
+	}
+	if hc.CheckRedirect == nil {
+		nc := *hc
+		nc.CheckRedirect = refuseRedirect
+		hc = &nc
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -77,3 +77,7 @@ func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) erro
 	}
 	return k.Client.Fulfill(ctx, IdempotencyKey(key), RequestFor(*p.Order))
 }
+
+// StatusCode is the HTTP status the API answered: the step's attempt
+// records it (webhooks.StatusCode).
+func (e *StatusError) StatusCode() int { return e.Code }

@@ -40,6 +40,10 @@ type Spec struct {
 	OrderSources []string
 	// New builds the provider from its configuration.
 	New func(Settings) (Provider, error)
+	// Warnings, when set, says what start-up should warn of in the
+	// provider's configuration (a setting left to a default that acts on
+	// more than the operator may mean). Optional.
+	Warnings func(Settings) []string
 	// Sign returns the headers of a delivery signed as the sender signs it:
 	// its signature, what the sender signs beside the body (Standard
 	// Webhooks' webhook-id and webhook-timestamp), and the sender's
@@ -121,6 +125,13 @@ type Var struct {
 	Secret bool
 	// Check validates one value (each of a list); nil accepts any.
 	Check func(value string) error
+	// MinLen, when positive, is the fewest characters a value (each of a
+	// list) may have: start-up refuses a shorter one.
+	MinLen int
+	// WarnLen, when positive, is the fewest characters a value (each of a
+	// list) should have: start-up accepts a shorter one (if MinLen allows
+	// it) with a warning.
+	WarnLen int
 	// Mask returns what may be logged of a secret value; nil logs "****".
 	Mask func(value string) string
 	// DevPrefix: `make run` sets an unset secret to DevPrefix followed by

@@ -23,6 +23,9 @@
 //     delivered again changes nothing and sends nothing.
 //   - OutOfOrder: every permutation of each Sequence ends in the state of
 //     the sequence in order.
+//   - RepeatedMemberName: the signed event with its first member repeated
+//     at the end (the same name and value) is answered 200 parked and kept,
+//     body and reason, and nothing is written or sent for it.
 //   - SharedSamples: payloads captured by other projects (../shared/samples,
 //     when present) are acknowledged, and those listed do what they must.
 //   - Example: two deliveries made by the Spec's Example (what cmd/loadgen
@@ -40,6 +43,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/json/jsontext"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -190,6 +194,7 @@ func Run(t *testing.T, s Suite) {
 	t.Run("ConcurrentDelivery", s.concurrentDelivery)
 	t.Run("ReplayWithEmptiedClaims", s.replayWithEmptiedClaims)
 	t.Run("OutOfOrder", s.outOfOrder)
+	t.Run("RepeatedMemberName", s.repeatedMemberName)
 	t.Run("SharedSamples", s.sharedSamples)
 	t.Run("Example", s.example)
 }
@@ -439,6 +444,65 @@ func (s *Suite) outOfOrder(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func (s *Suite) repeatedMemberName(t *testing.T) {
+	t.Parallel()
+	name := s.VerifyEvent
+	if name == "" {
+		name = s.History[0]
+	}
+	body := s.Body(t, name)
+	// The first member, repeated as the last: the same name and value, so
+	// that whatever a decoder keeps, the event reads the same; it is
+	// parked all the same.
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		t.Fatalf("%s is not a JSON object: %v", name, err)
+	}
+	start := dec.InputOffset()
+	if _, err := dec.ReadToken(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if _, err := dec.ReadValue(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	member := bytes.TrimLeft(body[start:dec.InputOffset()], " \t\r\n")
+	end := bytes.LastIndexByte(body, '}')
+	repeated := append(append(bytes.Clone(body[:end]), ','), member...)
+	repeated = append(repeated, body[end:]...)
+
+	r := s.receiver(t)
+	res := r.Post(t, s.Spec.Route(), rt.Signed(s.Spec, repeated, s.header(name, repeated)), repeated)
+	if res.Status != http.StatusOK || Outcome(res) != webhooks.OutcomeParked {
+		t.Fatalf("status %d %s, want 200 parked", res.Status, strings.TrimSpace(res.Body))
+	}
+	var status, lastError string
+	var stored []byte
+	err := r.Pool.QueryRow(context.Background(), `
+SELECT status, coalesce(last_error, ''), body FROM processed_events WHERE kind = 'event' AND source = $1`, s.Spec.Source).
+		Scan(&status, &lastError, &stored)
+	if err != nil {
+		t.Fatalf("the event's claim: %v", err)
+	}
+	if status != string(webhooks.StatusParked) || !strings.HasPrefix(lastError, "repeated member name") || len(stored) == 0 {
+		t.Errorf("claim %s with error %q and a body of %d bytes; want parked, a repeated member name, the body kept",
+			status, lastError, len(stored))
+	}
+	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE kind = 'step'`); n != 0 {
+		t.Errorf("%d steps planned for it", n)
+	}
+	if st := s.state(t, r); len(st) != 0 {
+		t.Errorf("it wrote %v", st)
+	}
+	if len(r.SMTP.Messages())+len(r.API.Requests()) != 0 {
+		t.Errorf("it sent %d emails and %d calls", len(r.SMTP.Messages()), len(r.API.Requests()))
+	}
+	// A copy is answered as the event is: parked.
+	res = r.Post(t, s.Spec.Route(), rt.Signed(s.Spec, repeated, s.header(name, repeated)), repeated)
+	if res.Status != http.StatusOK || Outcome(res) != webhooks.OutcomeParked {
+		t.Errorf("the same delivery again: status %d %s, want 200 parked", res.Status, strings.TrimSpace(res.Body))
 	}
 }
 
