@@ -38,6 +38,7 @@ func operator(t *testing.T, r *rt.Receiver) func(args ...string) (string, string
 		"NOTIFY_EMAIL":    r.Config.NotifyEmail,
 		"MAIL_FROM":       r.Config.MailFrom,
 	}
+	env["FULFILLMENT_SECRET"] = rt.FulfillmentSecret // the receiver's: replays sign their calls as it does
 	return func(args ...string) (string, string, error) {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append([]string{"events"}, args...), getenv(env), &out, &errOut)

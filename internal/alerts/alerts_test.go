@@ -180,9 +180,9 @@ func (w *world) forge(t *testing.T, spec webhooks.Spec, n int, at time.Time, ext
 	t.Helper()
 	for i := range n {
 		body := checkout(fmt.Sprintf("forged_%s_%d_%d", spec.Source, at.Unix(), i))
-		h := spec.Sign(body, "whsec_not_this_receivers_0123456789", at)
+		h := spec.Sign(webhooks.SignInput{Body: body, Secret: "whsec_not_this_receivers_0123456789", At: at})
 		if spec.Source == "paddle" {
-			h = spec.Sign(body, "pdl_ntfset_not_this_receivers_0123456789", at)
+			h = spec.Sign(webhooks.SignInput{Body: body, Secret: "pdl_ntfset_not_this_receivers_0123456789", At: at})
 		}
 		for k, v := range extra {
 			h[k] = v

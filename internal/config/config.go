@@ -22,6 +22,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -54,6 +55,7 @@ type Config struct {
 	MailFrom       string
 	NotifyEmail    string
 	FulfillmentURL string
+	FulfillmentKey []byte // FULFILLMENT_SECRET's key; nil: calls are unsigned
 	// AlertWebhookURL (ALERT_WEBHOOK_URL) and AlertEmail (ALERT_EMAIL) are
 	// where operator alerts go; SilenceAlertAfter (SILENCE_ALERT_AFTER,
 	// "stripe=6h,github=7d") overrides the learnt silence of a provider
@@ -291,6 +293,18 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 			l.fail("FULFILLMENT_URL", fmt.Sprintf("must be an absolute http(s) URL, got %q", c.FulfillmentURL))
 		}
 	}
+	if s := l.str("FULFILLMENT_SECRET", ""); s != "" {
+		key, err := standardwebhooks.ParseSecret(s)
+		switch {
+		case err != nil:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("is %v (make one with: echo \"whsec_$(openssl rand -base64 32)\")", err))
+		case len(key) < standardwebhooks.MinKeyLen || len(key) > standardwebhooks.MaxKeyLen:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("has a key of %d bytes; Standard Webhooks keys are %d to %d (make one with: echo \"whsec_$(openssl rand -base64 32)\")",
+				len(key), standardwebhooks.MinKeyLen, standardwebhooks.MaxKeyLen))
+		default:
+			c.FulfillmentKey = key
+		}
+	}
 	if c.AlertWebhookURL != "" {
 		if err := alerts.CheckWebhookURL(c.AlertWebhookURL); err != nil {
 			l.fail("ALERT_WEBHOOK_URL", err.Error())
@@ -466,6 +480,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("MAIL_FROM", c.MailFrom),
 		slog.String("NOTIFY_EMAIL", c.NotifyEmail),
 		slog.String("FULFILLMENT_URL", maskURL(c.FulfillmentURL)),
+		slog.String("FULFILLMENT_SECRET", maskKey(c.FulfillmentKey)),
 		slog.String("ALERT_WEBHOOK_URL", alerts.MaskURL(c.AlertWebhookURL)),
 		slog.String("ALERT_EMAIL", c.AlertEmail),
 		slog.String("SILENCE_ALERT_AFTER", silencesText(c.SilenceAlertAfter)),
@@ -481,6 +496,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LOG_LEVEL", c.LogLevel.String()),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// maskKey is what start-up logs of a Standard Webhooks key: its prefix.
+func maskKey(key []byte) string {
+	if key == nil {
+		return ""
+	}
+	return standardwebhooks.SecretPrefix + "****"
 }
 
 func mask(s string) string {

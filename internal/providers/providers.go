@@ -69,6 +69,7 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 	var client *fulfillment.Client
 	if cfg.FulfillmentURL != "" {
 		client = fulfillment.New(cfg.FulfillmentURL)
+		client.Key = cfg.FulfillmentKey
 	}
 	return webhooks.StepKinds{
 		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain()},

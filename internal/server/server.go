@@ -137,6 +137,10 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.FulfillmentURL != "" && cfg.FulfillmentKey == nil {
+		log.Warn("fulfillment calls are unsigned: set FULFILLMENT_SECRET so that the fulfillment API can tell the receiver's calls from anybody's",
+			"variable", "FULFILLMENT_SECRET")
+	}
 	for _, spec := range cfg.Specs() {
 		if spec.Warnings != nil {
 			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {

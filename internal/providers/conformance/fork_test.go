@@ -14,6 +14,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"net/http"
 	"sync"
 	"testing"
@@ -40,8 +41,8 @@ var acmeSpec = webhooks.Spec{
 	Retention:        24 * time.Hour,
 	OrderSources:     []string{"acme"},
 	New:              func(s webhooks.Settings) (webhooks.Provider, error) { return acme{secrets: s.Secrets}, nil },
-	Sign: func(body []byte, secret string, _ time.Time) http.Header {
-		return http.Header{"Content-Type": {"application/json"}, "Acme-Signature": {hex.EncodeToString(acmeMAC(body, secret))}}
+	Sign: func(in webhooks.SignInput) http.Header {
+		return http.Header{"Content-Type": {"application/json"}, "Acme-Signature": {hex.EncodeToString(acmeMAC(in.Body, in.Secret))}}
 	},
 }
 
@@ -69,13 +70,7 @@ func (p acme) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, e
 	if err != nil || len(sig) != sha256.Size {
 		return webhooks.Event{}, webhooks.Reject("invalid_header", errors.New("Acme-Signature is not 64 hex digits"))
 	}
-	matched := -1
-	for i, s := range p.secrets {
-		if hmac.Equal(sig, acmeMAC(body, s)) {
-			matched = i
-			break
-		}
-	}
+	matched := webhooks.Signatures{sig}.Match(p.secrets, func(mac hash.Hash) { mac.Write(body) })
 	if matched < 0 {
 		return webhooks.Event{}, webhooks.Reject("no_valid_signature", errors.New("no secret signs the body"))
 	}

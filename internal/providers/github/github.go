@@ -50,6 +50,7 @@ import (
 	"encoding/json/jsontext"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"net/url"
 	"strings"
@@ -98,13 +99,15 @@ var Spec = webhooks.Spec{
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		return New(s.Secrets, s.NotifyEmail), nil
 	},
-	Sign: func(body []byte, secret string, _ time.Time) http.Header {
+	// GitHub signs the body only: the delivery's id and time go nowhere.
+	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":     {"application/json"},
 			"User-Agent":       {"GitHub-Hookshot/test"},
-			HeaderSignature256: {"sha256=" + hex.EncodeToString(Sign(body, secret))},
+			HeaderSignature256: {"sha256=" + hex.EncodeToString(Sign(in.Body, in.Secret))},
 		}
 	},
+	Example: example,
 }
 
 // Provider verifies and plans GitHub deliveries.
@@ -181,10 +184,8 @@ func (p *Provider) verifySignature(h http.Header, body []byte) (int, error) {
 	if err != nil {
 		return -1, webhooks.Reject("invalid_header", err)
 	}
-	for i, secret := range p.secrets {
-		if hmac.Equal(got, Sign(body, secret)) {
-			return i, nil
-		}
+	if i := (webhooks.Signatures{got}).Match(p.secrets, func(mac hash.Hash) { mac.Write(body) }); i >= 0 {
+		return i, nil
 	}
 	return -1, webhooks.Reject("no_valid_signature", fmt.Errorf("signature matches none of %d secrets", len(p.secrets)))
 }

@@ -90,12 +90,13 @@ var Spec = webhooks.Spec{
 		}
 		return New(s.Secrets, tol), nil
 	},
-	Sign: func(body []byte, secret string, at time.Time) http.Header {
+	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":  {"application/json"},
-			HeaderSignature: {SignatureHeader(body, at, secret)},
+			HeaderSignature: {SignatureHeader(in.Body, in.At, in.Secret)},
 		}
 	},
+	Example: example,
 }
 
 // tolerance reads PADDLE_SIGNATURE_TOLERANCE: "" is the default.

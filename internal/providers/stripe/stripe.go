@@ -68,13 +68,14 @@ var Spec = webhooks.Spec{
 		_, warnings, _ := FilterOf(s.Env)
 		return warnings
 	},
-	Sign: func(body []byte, secret string, at time.Time) http.Header {
+	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":     {"application/json; charset=utf-8"},
 			"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
-			"Stripe-Signature": {SignatureHeader(body, secret, at)},
+			"Stripe-Signature": {SignatureHeader(in.Body, in.Secret, in.At)},
 		}
 	},
+	Example: example,
 }
 
 // SignatureHeader is the Stripe-Signature of body signed with secret at
