@@ -85,6 +85,9 @@ func NewProcessor(pool *pgxpool.Pool, kinds StepKinds, metrics *Metrics, log *sl
 	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults()}
 }
 
+// Kinds returns the step kinds the processor runs.
+func (p *Processor) Kinds() StepKinds { return p.kinds }
+
 // Options returns the processor's options, defaults applied.
 func (p *Processor) Options() Options { return p.opts }
 
