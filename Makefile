@@ -31,6 +31,7 @@ check: build lint ## lint, unit and database tests: no end-to-end, no browser (a
 
 test: build lint ## every test: unit, database, end-to-end and browser, then the race detector on the core
 	scripts/ensure-postgres.sh
+	scripts/ensure-pgbouncer.sh
 	scripts/ensure-chromium.sh >/dev/null
 	scripts/test.sh
 	LOG=var/race.log scripts/test.sh -race $$(scripts/packages.sh race)
@@ -49,7 +50,7 @@ vuln: ## govulncheck (a tool of go.mod) against the Go vulnerability database
 fuzz: ## run the fuzz targets for a bounded time (FUZZTIME, default 20s each)
 	scripts/fuzz.sh
 
-bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
+bench: build ## measure the receiver against the copied snippet (net/http, Echo) and pgbench, direct and through PgBouncer; writes BENCHMARKS.md
 	scripts/bench.sh
 
 screenshots: build ## the console's screenshots in docs/ (headless Chromium)

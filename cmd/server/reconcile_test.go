@@ -45,7 +45,7 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 	api.Add("checkout.session.completed", now.Add(-6*time.Minute), checkoutObject("cs_down2", "d@example.com", 3000), false)
 	env := map[string]string{
 		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
-		"MAIL_FROM": r.Config.MailFrom, "STRIPE_API_KEY": testStripeKey, "STRIPE_API_BASE": api.URL,
+		"FULFILLMENT_SECRET": rt.FulfillmentSecret, "MAIL_FROM": r.Config.MailFrom, "STRIPE_API_KEY": testStripeKey, "STRIPE_API_BASE": api.URL,
 	}
 	reconcileRun := func(args ...string) (string, error) {
 		var out, errOut bytes.Buffer
@@ -177,7 +177,7 @@ VALUES ('github_marketplace', 'guid-stale', 'account:202', 'paid', 1500, 'usd', 
 	}
 	env := map[string]string{
 		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
-		"MAIL_FROM": r.Config.MailFrom, "GITHUB_APP_ID": "4242", "GITHUB_APP_PRIVATE_KEY": string(gh.PrivateKeyPEM()),
+		"FULFILLMENT_SECRET": rt.FulfillmentSecret, "MAIL_FROM": r.Config.MailFrom, "GITHUB_APP_ID": "4242", "GITHUB_APP_PRIVATE_KEY": string(gh.PrivateKeyPEM()),
 		"GITHUB_API_URL": gh.URL,
 	}
 	reconcileRun := func(args ...string) (string, error) {

@@ -20,7 +20,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -43,16 +45,24 @@ type Config struct {
 	// Providers holds each registered provider's configuration, by source.
 	Providers map[string]Provider
 
-	LeaseDuration      time.Duration
-	StepTimeout        time.Duration
-	SMTPAddr           string
-	SMTPTLS            mail.TLSMode // SMTP_TLS, else mail.DefaultTLS(SMTPAddr); "" without SMTPAddr
-	SMTPUsername       string
-	SMTPPassword       string
-	MailDir            string
-	MailFrom           string
-	NotifyEmail        string
-	FulfillmentURL     string
+	LeaseDuration  time.Duration
+	StepTimeout    time.Duration
+	SMTPAddr       string
+	SMTPTLS        mail.TLSMode // SMTP_TLS, else mail.DefaultTLS(SMTPAddr); "" without SMTPAddr
+	SMTPUsername   string
+	SMTPPassword   string
+	MailDir        string
+	MailFrom       string
+	NotifyEmail    string
+	FulfillmentURL string
+	FulfillmentKey []byte // FULFILLMENT_SECRET's key; nil: calls are unsigned
+	// AlertWebhookURL (ALERT_WEBHOOK_URL) and AlertEmail (ALERT_EMAIL) are
+	// where operator alerts go; SilenceAlertAfter (SILENCE_ALERT_AFTER,
+	// "stripe=6h,github=7d") overrides the learnt silence of a provider
+	// past which it is alerted on (0: never).
+	AlertWebhookURL    string
+	AlertEmail         string
+	SilenceAlertAfter  map[string]time.Duration
 	MaxBodyBytes       int64
 	MaxInflight        int
 	TrustedProxies     []netip.Prefix
@@ -161,6 +171,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		MailFrom:           l.str("MAIL_FROM", DefaultMailFrom),
 		NotifyEmail:        l.str("NOTIFY_EMAIL", ""),
 		FulfillmentURL:     strings.TrimRight(l.str("FULFILLMENT_URL", ""), "/"),
+		AlertWebhookURL:    l.str("ALERT_WEBHOOK_URL", ""),
+		AlertEmail:         l.str("ALERT_EMAIL", ""),
 		MaxBodyBytes:       int64(l.integer("MAX_BODY_BYTES", DefaultMaxBodyBytes)),
 		MaxInflight:        l.integer("MAX_INFLIGHT", DefaultMaxInflight),
 		RedriveInterval:    l.duration("REDRIVE_INTERVAL", d.Backoff),
@@ -290,6 +302,29 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 			l.fail("FULFILLMENT_URL", fmt.Sprintf("must be an absolute http(s) URL, got %q", c.FulfillmentURL))
 		}
 	}
+	if s := l.str("FULFILLMENT_SECRET", ""); s != "" {
+		key, err := standardwebhooks.ParseSecret(s)
+		switch {
+		case err != nil:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("is %v (make one with: echo \"whsec_$(openssl rand -base64 32)\")", err))
+		case len(key) < standardwebhooks.MinKeyLen || len(key) > standardwebhooks.MaxKeyLen:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("has a key of %d bytes; Standard Webhooks keys are %d to %d (make one with: echo \"whsec_$(openssl rand -base64 32)\")",
+				len(key), standardwebhooks.MinKeyLen, standardwebhooks.MaxKeyLen))
+		default:
+			c.FulfillmentKey = key
+		}
+	}
+	if c.AlertWebhookURL != "" {
+		if err := alerts.CheckWebhookURL(c.AlertWebhookURL); err != nil {
+			l.fail("ALERT_WEBHOOK_URL", err.Error())
+		}
+	}
+	if c.AlertEmail != "" {
+		if _, err := netmail.ParseAddress(c.AlertEmail); err != nil {
+			l.fail("ALERT_EMAIL", fmt.Sprintf("is not an email address: %q", c.AlertEmail))
+		}
+	}
+	c.SilenceAlertAfter = l.silences("SILENCE_ALERT_AFTER", specs)
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
@@ -454,6 +489,10 @@ func (c Config) LogValue() slog.Value {
 		slog.String("MAIL_FROM", c.MailFrom),
 		slog.String("NOTIFY_EMAIL", c.NotifyEmail),
 		slog.String("FULFILLMENT_URL", maskURL(c.FulfillmentURL)),
+		slog.String("FULFILLMENT_SECRET", maskKey(c.FulfillmentKey)),
+		slog.String("ALERT_WEBHOOK_URL", alerts.MaskURL(c.AlertWebhookURL)),
+		slog.String("ALERT_EMAIL", c.AlertEmail),
+		slog.String("SILENCE_ALERT_AFTER", silencesText(c.SilenceAlertAfter)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.Int("MAX_INFLIGHT", c.MaxInflight),
 		slog.String("TRUSTED_PROXIES", strings.Join(proxies, ",")),
@@ -468,6 +507,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("MAIL_TEMPLATES_DIR", c.MailTemplatesDir),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// maskKey is what start-up logs of a Standard Webhooks key: its prefix.
+func maskKey(key []byte) string {
+	if key == nil {
+		return ""
+	}
+	return standardwebhooks.SecretPrefix + "****"
 }
 
 func mask(s string) string {
@@ -564,4 +611,55 @@ func (l *loader) integer(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// silences reads SILENCE_ALERT_AFTER: "source=duration" pairs, comma-
+// separated, each duration a Go duration or a number of days ("7d"), or
+// "off".
+func (l *loader) silences(name string, specs []webhooks.Spec) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, pair := range l.list(name) {
+		source, v, ok := strings.Cut(pair, "=")
+		source, v = strings.TrimSpace(source), strings.TrimSpace(v)
+		known := false
+		for _, s := range specs {
+			known = known || s.Source == source
+		}
+		switch {
+		case !ok:
+			l.fail(name, fmt.Sprintf("%q is not source=duration (stripe=6h,github=7d)", pair))
+			continue
+		case !known:
+			l.fail(name, fmt.Sprintf("%q names no provider", source))
+			continue
+		case v == "off":
+			out[source] = 0
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if days, isDays := strings.CutSuffix(v, "d"); isDays {
+			n, nerr := strconv.Atoi(days)
+			d, err = time.Duration(n)*24*time.Hour, nerr
+		}
+		if err != nil || d < time.Minute {
+			l.fail(name, fmt.Sprintf("%s=%s: the silence must be a duration of at least 1m (6h, 7d) or off", source, v))
+			continue
+		}
+		out[source] = d
+	}
+	return out
+}
+
+// silencesText writes SILENCE_ALERT_AFTER back, sorted.
+func silencesText(m map[string]time.Duration) string {
+	var parts []string
+	for source, d := range m {
+		v := "off"
+		if d > 0 {
+			v = d.String()
+		}
+		parts = append(parts, source+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }

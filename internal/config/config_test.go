@@ -95,6 +95,13 @@ func TestLoad(t *testing.T) {
 		{"ErrAdminHostsWildcard", "ADMIN_HOSTS", "*.example.com", `ADMIN_HOSTS "*.example.com" is not a host`},
 		{"ErrAdminCookieSecure", "ADMIN_COOKIE_SECURE", "yes", "ADMIN_COOKIE_SECURE must be true or false"},
 		{"ErrAdminLockout", "ADMIN_LOCKOUT", "100ms", "ADMIN_LOCKOUT must be from 1s to 24h"},
+		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL must be https"},
+		{"ErrAlertWebhookRelative", "ALERT_WEBHOOK_URL", "hooks.slack.com/services/x", "ALERT_WEBHOOK_URL must be an absolute URL"},
+		{"ErrAlertEmail", "ALERT_EMAIL", "oncall", "ALERT_EMAIL is not an email address"},
+		{"ErrSilenceSource", "SILENCE_ALERT_AFTER", "stripe=6h,paypal=1h", `SILENCE_ALERT_AFTER "paypal" names no provider`},
+		{"ErrSilenceDuration", "SILENCE_ALERT_AFTER", "stripe=soon", "SILENCE_ALERT_AFTER stripe=soon: the silence must be"},
+		{"ErrSilenceShort", "SILENCE_ALERT_AFTER", "stripe=10s", "at least 1m"},
+		{"ErrSilencePair", "SILENCE_ALERT_AFTER", "6h", `SILENCE_ALERT_AFTER "6h" is not source=duration`},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -289,5 +296,32 @@ func TestMaskURL(t *testing.T) {
 	}
 	if out := maskURL("postgres://app@db:5432/receiver?sslmode=disable"); out != "postgres://app@db:5432/receiver?sslmode=disable" {
 		t.Errorf("a URL without a password changed: %q", out)
+	}
+}
+
+func TestAlerts(t *testing.T) {
+	e := valid()
+	e["ALERT_WEBHOOK_URL"] = "https://hooks.slack.com/services/T000/B000/s3cr3tp4th"
+	e["ALERT_EMAIL"] = "Oncall <oncall@ops.example>"
+	e["SILENCE_ALERT_AFTER"] = "stripe=6h, github=7d"
+	c, err := Load(env(e), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SilenceAlertAfter["stripe"] != 6*time.Hour || c.SilenceAlertAfter["github"] != 7*24*time.Hour {
+		t.Errorf("SILENCE_ALERT_AFTER = %v", c.SilenceAlertAfter)
+	}
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("config", "config", c)
+	if out := b.String(); strings.Contains(out, "s3cr3tp4th") || !strings.Contains(out, "hooks.slack.com") {
+		t.Errorf("the webhook URL's path is a secret, its host is not: %s", out)
+	}
+	e["ALERT_WEBHOOK_URL"] = "http://127.0.0.1:9000/hook" // loopback: http allowed
+	e["SILENCE_ALERT_AFTER"] = "github=off"
+	if c, err = Load(env(e), specs); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.SilenceAlertAfter["github"]; !ok || d != 0 {
+		t.Errorf("github=off: %v %v, want 0 (never)", d, ok)
 	}
 }

@@ -7,6 +7,14 @@
 // under that key) means done; 408, 429 and 5xx are transient; any other 4xx
 // is permanent. Timeouts and connection errors are transient.
 //
+// With a key (FULFILLMENT_SECRET), every call is also signed the Standard
+// Webhooks way (internal/standardwebhooks), so that the API can tell the
+// receiver's calls from anybody's with any Standard Webhooks library:
+// webhook-id is the call's Idempotency-Key, webhook-timestamp the time of
+// the attempt in Unix seconds, and webhook-signature "v1," followed by the
+// standard base64 of the HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.
+// <body>". A retry is signed anew, with its own timestamp.
+//
 // Client.Fulfill makes exactly one attempt and honours the context deadline;
 // retrying is the caller's business. It never follows a redirect: a 3xx is
 // the answer, a *StatusError (not permanent: the redriver tries again, and
@@ -29,6 +37,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
@@ -46,6 +55,10 @@ type Request struct {
 type Client struct {
 	BaseURL string // e.g. "https://fulfillment.internal"; a trailing slash is ignored
 	HTTP    *http.Client
+	// Key is the Standard Webhooks key every call is signed with (the key
+	// of FULFILLMENT_SECRET, standardwebhooks.ParseSecret); nil sends the
+	// calls unsigned.
+	Key []byte
 
 	timeout time.Duration // the backstop when ctx has no deadline; 0: none
 }
@@ -141,6 +154,11 @@ func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", idempotencyKey)
+	if c.Key != nil {
+		for k, v := range standardwebhooks.Headers(idempotencyKey, time.Now(), body, c.Key) {
+			req.Header[k] = v
+		}
+	}
 
 	hc := c.HTTP
 	if hc == nil {

@@ -137,6 +137,17 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.FulfillmentURL != "" && cfg.FulfillmentKey == nil {
+		log.Warn("fulfillment calls are unsigned: set FULFILLMENT_SECRET so that the fulfillment API can tell the receiver's calls from anybody's",
+			"variable", "FULFILLMENT_SECRET")
+	}
+	for _, spec := range cfg.Specs() {
+		if spec.Warnings != nil {
+			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {
+				log.Warn(w, "provider", spec.Source)
+			}
+		}
+	}
 	if err := db.Migrate(cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
@@ -177,6 +188,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	s.setupAlerts()
 	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
 		pool.Close()
 		return nil, err
@@ -217,6 +229,9 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Processor is the receiver's processor, for tests.
 func (s *Server) Processor() *webhooks.Processor { return s.proc }
+
+// Metrics are the receiver's delivery and step series, for tests.
+func (s *Server) Metrics() *webhooks.Metrics { return s.metrics }
 
 // Addrs are the addresses the server listens on, once it does.
 type Addrs struct {

@@ -33,32 +33,7 @@ var (
 		Default: "https://api.stripe.com",
 		Check:   reconcile.CheckAPIBase,
 	}
-	// catchUpAccounts is read here by its name; the Stripe provider acts
-	// on the events of these accounts (internal/providers/stripe).
-	catchUpAccounts = webhooks.Var{
-		Name: ConnectAccountsVar,
-		Doc: "connected accounts (`acct_…`, comma-separated, or `*`) whose events are acted on; " +
-			"`server reconcile stripe` also lists each listed account's events (`*` cannot be listed)",
-		Check: func(v string) error {
-			_, _, err := ParseConnectAccounts(v)
-			return err
-		},
-	}
 )
-
-// ConnectAccountsVar is the variable of the connected accounts.
-const ConnectAccountsVar = "STRIPE_CONNECT_ACCOUNTS"
-
-// init declares STRIPE_CONNECT_ACCOUNTS among the Spec's variables when
-// stripe.go does not already.
-func init() {
-	for _, v := range Spec.Vars {
-		if v.Name == ConnectAccountsVar {
-			return
-		}
-	}
-	Spec.Vars = append(Spec.Vars, catchUpAccounts)
-}
 
 // ParseConnectAccounts reads STRIPE_CONNECT_ACCOUNTS: the accounts it lists
 // (acct_…, in order, without repeats), and whether it is "*" (every
@@ -81,15 +56,15 @@ func ParseConnectAccounts(v string) (accounts []string, all bool, err error) {
 	return accounts, all, nil
 }
 
-// connectAccountID reports whether a is acct_ followed by up to 64 letters
-// and digits.
+// connectAccountID reports whether a is acct_ followed by up to 64
+// letters, digits and underscores.
 func connectAccountID(a string) bool {
 	rest, ok := strings.CutPrefix(a, "acct_")
 	if !ok || rest == "" || len(rest) > 64 {
 		return false
 	}
 	for _, c := range rest {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
 			return false
 		}
 	}
@@ -114,15 +89,15 @@ var Reconciler = reconcile.Reconciler{
 		if err != nil {
 			return nil, err
 		}
-		accounts, all, err := ParseConnectAccounts(e.Settings.Env(ConnectAccountsVar))
+		accounts, all, err := ParseConnectAccounts(e.Settings.Env(connectAccounts.Name))
 		if err != nil {
-			return nil, fmt.Errorf("%s %w", ConnectAccountsVar, err)
+			return nil, fmt.Errorf("%s %w", connectAccounts.Name, err)
 		}
 		store := reconcile.NewStore(e.Pool)
 		return instance{
 			CatchUp: &CatchUp{API: api, Provider: e.Provider, Decode: Decode, Processor: e.Processor,
 				Claims: store, Store: store, Log: e.Log, Accounts: accounts, AllAccounts: all},
-			periodicTypes: handledTypes,
+			periodicTypes: catchUpTypes,
 		}, nil
 	},
 }
