@@ -25,13 +25,14 @@ import (
 // instead of being skipped. It answers POST /fulfillments as the contract
 // says a real API does (docs/fulfillment-api.md): status (201) for a new
 // Idempotency-Key, 200 for one it has seen (the same step again: a retry,
-// a replay), 400 for a body that is not a fulfillment request. Each call
+// a replay), 400 for a body that is not a fulfillment request, 401 for a
+// call whose signature verify refuses. Each call
 // is appended to a log file, one JSON object a line, and printed, so that a
 // developer can watch them.
 type fulfillmentAPI struct {
 	status int       // the answer to a new key: 201, or what -fulfillment-status says
 	print  io.Writer // a line per call
-	// verify checks a call's signature (FULFILLMENT_SECRET); nil: calls
+	// verify checks a call's signature (fulfillmentVerifier); nil: calls
 	// are recorded as "unchecked".
 	verify func(h http.Header, body []byte) error
 	now    func() time.Time

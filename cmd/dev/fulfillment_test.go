@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
 // syncBuffer is a bytes.Buffer safe for the API's goroutines.
@@ -172,35 +174,61 @@ func TestFulfillmentAPIStatus(t *testing.T) {
 	}
 }
 
-// TestFulfillmentAPISignature: with a verifier, a call that fails it, or
-// carries no signature, is refused 401 and recorded with why.
+// TestFulfillmentAPISignature: with FULFILLMENT_SECRET, a call the
+// receiver's client signs with it is verified; one signed with another
+// key, one unsigned, and one whose signed webhook-id is not its
+// Idempotency-Key are refused 401 and recorded with why.
 func TestFulfillmentAPISignature(t *testing.T) {
+	secret := standardwebhooks.NewSecret()
+	verify, err := fulfillmentVerifier(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	logPath := filepath.Join(t.TempDir(), "fulfillment.log")
-	verify := func(h http.Header, _ []byte) error {
-		if h.Get("Webhook-Signature") != "v1,good" {
-			return errors.New("no signature matches")
-		}
-		return nil
-	}
 	base, _ := startAPI(t, logPath, http.StatusCreated, verify)
-	send := func(sig string) int {
-		req, _ := http.NewRequest(http.MethodPost, base+"/fulfillments", strings.NewReader(`{"order_id":1,"source":"stripe"}`))
-		req.Header.Set("Idempotency-Key", "k-"+sig)
-		if sig != "" {
-			req.Header.Set("Webhook-Signature", sig)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+	key, _ := standardwebhooks.ParseSecret(secret)
+	other, _ := standardwebhooks.ParseSecret(standardwebhooks.NewSecret())
+	order := fulfillment.Request{OrderID: 1, Source: "stripe", ExternalID: "cs_1"}
+	call := func(k []byte, idem string) error {
+		c := fulfillment.New(base)
+		c.Key = k
+		return c.Fulfill(context.Background(), idem, order)
 	}
-	if got := []int{send("v1,good"), send("v1,bad"), send("")}; got[0] != 201 || got[1] != 401 || got[2] != 401 {
-		t.Errorf("good, bad, none: %v; want 201, 401, 401", got)
+	if err := call(key, "k-good"); err != nil {
+		t.Errorf("signed with FULFILLMENT_SECRET: %v", err)
+	}
+	for _, k := range [][]byte{other, nil} {
+		var se *fulfillment.StatusError
+		if err := call(k, "k-bad"); !errors.As(err, &se) || se.Code != http.StatusUnauthorized {
+			t.Errorf("signed with key %x: %v, want 401", k, err)
+		}
+	}
+	body := `{"order_id":1,"source":"stripe"}`
+	req, _ := http.NewRequest(http.MethodPost, base+"/fulfillments", strings.NewReader(body))
+	for k, v := range standardwebhooks.Headers("another-id", time.Now(), []byte(body), key) {
+		req.Header[k] = v
+	}
+	req.Header.Set("Idempotency-Key", "k-mismatch")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("webhook-id other than the Idempotency-Key: %d, want 401", resp.StatusCode)
 	}
 	calls := readCalls(t, logPath)
-	if len(calls) != 3 || calls[0].Signature != "verified" || calls[1].Signature != "refused: no signature matches" || calls[2].Signature != "unsigned" {
-		t.Errorf("recorded %+v", calls)
+	var got []string
+	for _, c := range calls {
+		got = append(got, fmt.Sprint(c.Status, " ", c.Signature))
+	}
+	want := []string{"201 verified", "401 refused: ", "401 unsigned", "401 refused: webhook-id is not the Idempotency-Key"}
+	if len(got) != len(want) {
+		t.Fatalf("recorded %q, want %q", got, want)
+	}
+	for i := range want {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("call %d recorded %q, want %q…", i, got[i], want[i])
+		}
 	}
 }

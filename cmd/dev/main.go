@@ -24,8 +24,10 @@
 // its variable is set: the operator console on 127.0.0.1:8081 with a token
 // generated once and kept with the secrets (ADMIN_ADDR, ADMIN_TOKEN), and a
 // development fulfillment API on 127.0.0.1 (FULFILLMENT_URL) that answers
-// 201, records every call in var/fulfillment.log and prints it. It prints
-// the URLs, the token and how to forward events with the Stripe CLI.
+// 201, checks each call's signature with FULFILLMENT_SECRET (generated
+// once and kept likewise), records every call in var/fulfillment.log and
+// prints it. It prints the URLs, the token and how to forward events with
+// the Stripe CLI.
 //
 // `dev env` prints the shell commands that export DATABASE_URL of the
 // server running in DIR and the development secrets, for another terminal:
@@ -65,6 +67,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pglocal"
 	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
 // database is the application database dev creates.
@@ -330,14 +333,29 @@ var devSecrets = func() []devSecret {
 
 type devSecret struct {
 	env, label, prefix, hint string
+	// make returns a new value; nil: prefix and 48 random hex digits.
+	make func() string
 }
 
-// adminToken is the console's sign-in token -receiver sets, kept in the
-// secrets file with the webhook secrets.
-var adminToken = devSecret{env: "ADMIN_TOKEN", label: "console token"}
+// newValue returns a new value for s.
+func (s devSecret) newValue() string {
+	if s.make != nil {
+		return s.make()
+	}
+	return s.prefix + randomHex(24)
+}
+
+// adminToken is the console's sign-in token -receiver sets, and
+// fulfillmentSecret the key the receiver signs its calls to the development
+// fulfillment API with, which that API verifies: both kept in the secrets
+// file with the webhook secrets.
+var (
+	adminToken        = devSecret{env: "ADMIN_TOKEN", label: "console token"}
+	fulfillmentSecret = devSecret{env: "FULFILLMENT_SECRET", label: "fulfillment API secret", make: standardwebhooks.NewSecret}
+)
 
 // generated are the values kept in the secrets file.
-var generated = append(devSecrets[:len(devSecrets):len(devSecrets)], adminToken)
+var generated = append(devSecrets[:len(devSecrets):len(devSecrets)], adminToken, fulfillmentSecret)
 
 // loadDevSecrets reads the development secrets from path, generating and
 // saving any that are missing, so they stay the same from run to run.
@@ -349,7 +367,7 @@ func loadDevSecrets(path string) (map[string]string, error) {
 	changed := false
 	for _, s := range generated {
 		if secrets[s.env] == "" {
-			secrets[s.env] = s.prefix + randomHex(24)
+			secrets[s.env] = s.newValue()
 			changed = true
 		}
 	}

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
 // receiverOptions are the flags of -receiver.
@@ -32,16 +35,24 @@ func setUpReceiver(cfg options, getenv func(string) string, stderr io.Writer) ([
 	set := func(key, value string) { more = append(more, key+"="+value) }
 
 	if getenv("FULFILLMENT_URL") == "" {
+		secret := getenv(fulfillmentSecret.env)
+		if secret == "" {
+			secrets, err := loadDevSecrets(cfg.secretsFile)
+			if err != nil {
+				return nil, nil, err
+			}
+			secret = secrets[fulfillmentSecret.env]
+			set(fulfillmentSecret.env, secret)
+		}
+		verify, err := fulfillmentVerifier(secret)
+		if err != nil {
+			return nil, nil, err
+		}
 		api, err := openFulfillmentAPI(cfg.receiver.fulfillmentLog, cfg.receiver.fulfillmentStatus, stderr)
 		if err != nil {
 			return nil, nil, err
 		}
-		if secret := getenv("FULFILLMENT_SECRET"); secret != "" {
-			if api.verify, err = fulfillmentVerifier(secret); err != nil {
-				_ = api.Close()
-				return nil, nil, err
-			}
-		}
+		api.verify = verify
 		base, stopAPI, err := serveFulfillmentAPI(api, "")
 		if err != nil {
 			_ = api.Close()
@@ -49,15 +60,8 @@ func setUpReceiver(cfg options, getenv func(string) string, stderr io.Writer) ([
 		}
 		stop = stopAPI
 		set("FULFILLMENT_URL", base)
-		check := "signatures not checked"
-		switch {
-		case api.verify != nil:
-			check = "signatures checked with FULFILLMENT_SECRET"
-		case getenv("FULFILLMENT_SECRET") != "":
-			check = "FULFILLMENT_SECRET is set, but this development API does not check signatures yet"
-		}
-		fmt.Fprintf(stderr, "Fulfillment API: FULFILLMENT_URL=%s (development: answers %d, records each call in %s and prints it here; %s)\n",
-			base, cfg.receiver.fulfillmentStatus, cfg.receiver.fulfillmentLog, check)
+		fmt.Fprintf(stderr, "Fulfillment API: FULFILLMENT_URL=%s (development: answers %d, checks each call's signature "+
+			"(FULFILLMENT_SECRET), records it in %s and prints it here)\n", base, cfg.receiver.fulfillmentStatus, cfg.receiver.fulfillmentLog)
 	} else {
 		fmt.Fprintf(stderr, "FULFILLMENT_URL is already set: fulfillment calls go to %s\n", getenv("FULFILLMENT_URL"))
 	}
@@ -111,10 +115,22 @@ func webURL(addr string) string {
 }
 
 // fulfillmentVerifier returns the check of a fulfillment call's Standard
-// Webhooks signature made with secret. This branch has no Standard Webhooks
-// verifier yet (internal/standardwebhooks comes with signed calls): until
-// it is wired here, calls are recorded "unchecked" and start-up says so.
+// Webhooks signature (webhook-id, webhook-timestamp, webhook-signature)
+// made with secret, which also holds the signed webhook-id to the call's
+// Idempotency-Key, as the contract says (docs/fulfillment-api.md).
 func fulfillmentVerifier(secret string) (func(h http.Header, body []byte) error, error) {
-	_ = secret
-	return nil, nil
+	v, err := standardwebhooks.NewVerifier(secret)
+	if err != nil {
+		return nil, fmt.Errorf("FULFILLMENT_SECRET: %w", err)
+	}
+	return func(h http.Header, body []byte) error {
+		m, err := v.Verify(h, body, time.Now())
+		if err != nil {
+			return err
+		}
+		if m.ID != h.Get("Idempotency-Key") {
+			return errors.New("webhook-id is not the Idempotency-Key")
+		}
+		return nil
+	}, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
 // TestReceiverSetUp runs dev -receiver as make run does, with a command
@@ -57,7 +58,7 @@ func TestReceiverSetUp(t *testing.T) {
 	for _, want := range []string{
 		"Console: http://127.0.0.1:8081/ (sign in with " + token,
 		"Fulfillment API: FULFILLMENT_URL=http://127.0.0.1:",
-		"fulfillment API: 201 order 42 (stripe cs_test_42, 2500 eur), Idempotency-Key dev-test-key",
+		"fulfillment API: 201 order 42 (stripe cs_test_42, 2500 eur), Idempotency-Key dev-test-key, signature verified",
 		"Webhook routes: http://localhost:8080/webhooks/stripe",
 		"stripe listen --forward-to localhost:8080/webhooks/stripe",
 		"STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run",
@@ -99,8 +100,14 @@ func TestHelperReceiver(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	key, err := standardwebhooks.ParseSecret(os.Getenv("FULFILLMENT_SECRET"))
+	if err != nil || os.Getenv("FULFILLMENT_SECRET") != kept["FULFILLMENT_SECRET"] {
+		t.Fatalf("FULFILLMENT_SECRET = %q (%v), want the one kept", os.Getenv("FULFILLMENT_SECRET"), err)
+	}
 	order := fulfillment.Request{OrderID: 42, Source: "stripe", ExternalID: "cs_test_42", AmountCents: 2500, Currency: "eur"}
-	if err := fulfillment.New(os.Getenv("FULFILLMENT_URL")).Fulfill(ctx, "dev-test-key", order); err != nil {
+	client := fulfillment.New(os.Getenv("FULFILLMENT_URL"))
+	client.Key = key // as the receiver signs with FULFILLMENT_SECRET
+	if err := client.Fulfill(ctx, "dev-test-key", order); err != nil {
 		t.Errorf("the fulfillment API at FULFILLMENT_URL=%q: %v", os.Getenv("FULFILLMENT_URL"), err)
 	}
 	if !t.Failed() {

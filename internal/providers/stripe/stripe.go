@@ -70,6 +70,9 @@ var Spec = webhooks.Spec{
 		_, warnings, _ := FilterOf(s.Env)
 		return warnings
 	},
+	WrongSecretHint: "the signature does not match any configured secret although it was signed just now: " +
+		"if this is `stripe listen`, use the secret `stripe listen --print-secret` prints; " +
+		"otherwise the signing secret of the endpoint that sends here (Dashboard > Developers > Webhooks)",
 	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":     {"application/json; charset=utf-8"},
