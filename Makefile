@@ -17,9 +17,10 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/server and bin/dev
+build: ## build bin/server, bin/dev and bin/loadgen
 	$(GO) build -ldflags "-X github.com/paywebhooks/receiver/internal/version.Version=$(VERSION)" -o $(BIN)/server ./cmd/server
 	$(GO) build -o $(BIN)/dev ./cmd/dev
+	$(GO) build -o $(BIN)/loadgen ./cmd/loadgen
 
 run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is unset)
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
