@@ -30,12 +30,11 @@ check: build lint ## lint, unit and database tests: no end-to-end, no browser (a
 	scripts/ensure-postgres.sh
 	LOG=var/check.log scripts/test.sh -short $$(scripts/packages.sh check)
 
-test: build lint ## every test: unit, database, end-to-end and browser, then the race detector on the core
+test: build lint ## every test: unit, database, end-to-end and browser; the core under the race detector
 	scripts/ensure-postgres.sh
 	scripts/ensure-pgbouncer.sh
 	scripts/ensure-chromium.sh >/dev/null
-	scripts/test.sh
-	LOG=var/race.log scripts/test.sh -race $$(scripts/packages.sh race)
+	RACE=core scripts/test.sh
 
 race: build ## the race detector on the core: internal/webhooks and the providers
 	scripts/ensure-postgres.sh

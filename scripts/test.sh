@@ -3,7 +3,10 @@
 # unless TEST_DATABASE_URL names a server. Prints each test's result and
 # closes with "N passed, N failed, N skipped".
 #
-#   scripts/test.sh                       every package (make test)
+#   scripts/test.sh                       every package
+#   RACE=core scripts/test.sh             every package, the core
+#                                         (scripts/packages.sh race) under
+#                                         the race detector: make test
 #   scripts/test.sh -short PKG...         what make check runs
 #   scripts/test.sh -race PKG...          what make race runs
 #
@@ -16,25 +19,43 @@ export GOTOOLCHAIN=go1.27.3
 # A developer's OpenTelemetry settings would turn tracing on in tests that
 # expect it off (the tracing tests install their own recorder).
 unset $(env | sed -n 's/^\(OTEL_[A-Z0-9_]*\)=.*/\1/p')
-mkdir -p var
-log=${LOG:-var/test.log}
 
-args=("$@")
-has_pkg=
-for a in "${args[@]}"; do
-  case $a in -*) ;; *) has_pkg=1 ;; esac
-done
-[ -n "$has_pkg" ] || args+=(./...)
-
-cmd=(go test -count=1 -timeout 30m -v "${args[@]}")
+# One cluster for the whole run: this script again, under bin/dev.
 if [ -z "${TEST_DATABASE_URL:-}" ]; then
-  cmd=(bin/dev -temp -- "${cmd[@]}")
+  exec bin/dev -temp -- "$0" "$@"
 fi
 
-set +e
-"${cmd[@]}" 2>&1 | tee "$log" | grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|(ok|FAIL|PASS)\b|panic:|WARNING: DATA RACE|pgtest: goroutines|found unexpected goroutines|\s+\S+_test\.go:[0-9]+:)' | grep -v '^=== RUN'
-rc=${PIPESTATUS[0]}
-set -e
+mkdir -p var
+log=${LOG:-var/test.log}
+: > "$log"
+
+flags=() pkgs=()
+for a in "$@"; do
+  case $a in -*) flags+=("$a") ;; *) pkgs+=("$a") ;; esac
+done
+[ ${#pkgs[@]} -gt 0 ] || pkgs=(./...)
+
+# run go test with its arguments, appending to the log and printing each
+# test's result; returns go test's status.
+run() {
+  set +e
+  go test -count=1 -timeout 30m -v "$@" 2>&1 | tee -a "$log" |
+    grep -E '^(=== RUN|\s*--- (PASS|FAIL|SKIP)|(ok|FAIL|PASS)\b|panic:|WARNING: DATA RACE|pgtest: goroutines|found unexpected goroutines|\s+\S+_test\.go:[0-9]+:)' | grep -v '^=== RUN'
+  local rc=${PIPESTATUS[0]}
+  set -e
+  return "$rc"
+}
+
+rc=0
+if [ "${RACE:-}" = core ]; then
+  mapfile -t race < <(scripts/packages.sh race)
+  mapfile -t rest < <(go list "${pkgs[@]}" | grep -vxF -f <(printf '%s\n' "${race[@]}"))
+  run "${flags[@]}" "${rest[@]}" || rc=$?
+  echo "the core under the race detector:"
+  run -race "${flags[@]}" "${race[@]}" || rc=$?
+else
+  run "${flags[@]}" "${pkgs[@]}" || rc=$?
+fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE '^\s*--- FAIL' "$log" || true)
