@@ -136,7 +136,7 @@ func NewDB(tb testing.TB) string {
 		tb.Fatalf("pgtest: %v", err)
 	}
 	name := "t_" + randomHex(8)
-	if err := execSQL(ctx, admin, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(tmpl)); err != nil {
+	if err := execSQL(ctx, admin, createFromTemplate(ctx, admin, name, tmpl)); err != nil {
 		tb.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	tb.Cleanup(func() { dropDB(tb, admin, name) })
