@@ -35,7 +35,7 @@ func List() []Provider {
 		{stripe.Spec, &stripe.Reconciler},
 		{github.Spec, &github.Reconciler},
 		{paddle.Spec, &paddle.Reconciler},
-		{polar.Spec, nil},
+		{polar.Spec, &polar.Reconciler},
 	}
 }
 
