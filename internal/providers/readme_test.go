@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -48,8 +52,7 @@ func days(d interface{ Hours() float64 }) string {
 // registry's, so a provider added to internal/providers is documented by
 // running `go test ./internal/providers -update`.
 func TestREADMEListsEveryProvider(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	path := filepath.Join(filepath.Dir(file), "..", "..", "README.md")
+	path := readmePath()
 	readme, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -69,4 +72,122 @@ func TestREADMEListsEveryProvider(t *testing.T) {
 		}
 		t.Fatalf("README.md's provider tables are not the registry's; run go test ./internal/providers -update. Want:\n%s", want)
 	}
+}
+
+// The README's "What each event does" tables are written by hand, one per
+// provider, each between `<!-- events: <source> -->` and `<!-- /events -->`.
+// A row's first cell names its event types first, in backquotes and
+// separated by ", ", a leading dot standing for the previous type less its
+// last part (`customer.subscription.updated`, `.paused`); what follows
+// qualifies them (`marketplace_purchase` `purchased`, `adjustment.created`
+// with action `refund`).
+var (
+	eventsBlock = regexp.MustCompile("(?s)<!-- events: ([a-z0-9_-]+) -->\n(.*?)<!-- /events -->")
+	leadTypes   = regexp.MustCompile("^`([^`]+)`((?:, `[^`]+`)*)")
+)
+
+// eventTableErrors says what the event tables of readme miss or name
+// wrongly, against specs: every provider has a table; every type it acts
+// on is in it; every type in it is one it acts on, unless the row says it
+// is "not acted on".
+func eventTableErrors(readme string, specs []webhooks.Spec) []string {
+	var errs []string
+	blocks := map[string]string{}
+	for _, m := range eventsBlock.FindAllStringSubmatch(readme, -1) {
+		if _, dup := blocks[m[1]]; dup {
+			errs = append(errs, fmt.Sprintf("two event tables of %s", m[1]))
+		}
+		blocks[m[1]] = m[2]
+	}
+	for _, s := range specs {
+		block, ok := blocks[s.Source]
+		if !ok {
+			errs = append(errs, fmt.Sprintf("no event table of %s (<!-- events: %s --> … <!-- /events -->)", s.Source, s.Source))
+			continue
+		}
+		delete(blocks, s.Source)
+		listed := map[string]bool{}
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		if len(lines) < 2 || !strings.HasPrefix(lines[1], "| ---") {
+			errs = append(errs, fmt.Sprintf("the event table of %s is not a table", s.Source))
+			continue
+		}
+		for _, row := range lines[2:] {
+			cells := strings.Split(strings.Trim(row, "| "), " | ")
+			m := leadTypes.FindStringSubmatch(strings.TrimSpace(cells[0]))
+			if m == nil {
+				errs = append(errs, fmt.Sprintf("%s: a row names no event type first: %s", s.Source, row))
+				continue
+			}
+			types := []string{m[1]}
+			for _, t := range strings.Split(m[2], ", ")[1:] {
+				t = strings.Trim(t, "`")
+				if strings.HasPrefix(t, ".") {
+					prev := types[len(types)-1]
+					t = prev[:max(strings.LastIndex(prev, "."), 0)] + t
+				}
+				types = append(types, t)
+			}
+			for _, t := range types {
+				listed[t] = true
+				if !s.Handles(t) && !strings.Contains(row, "not acted on") {
+					errs = append(errs, fmt.Sprintf("%s: the event table names %s, a type the provider does not act on (say so in its row: \"not acted on\")", s.Source, t))
+				}
+			}
+		}
+		for _, t := range s.Types {
+			if !listed[t] {
+				errs = append(errs, fmt.Sprintf("%s: the event table does not say what %s does", s.Source, t))
+			}
+		}
+	}
+	for source := range blocks {
+		errs = append(errs, fmt.Sprintf("an event table of %s, which is no registered provider", source))
+	}
+	sort.Strings(errs)
+	return errs
+}
+
+// TestREADMEEventTables: the README says what every event type a provider
+// acts on does, and names none it does not act on.
+func TestREADMEEventTables(t *testing.T) {
+	readme, err := os.ReadFile(readmePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range eventTableErrors(string(readme), providers.All()) {
+		t.Error(e)
+	}
+}
+
+// TestEventTableErrors: the check finds a type missing from a table, a
+// type no provider acts on, abbreviations and qualifiers read as they are
+// meant, and a provider without a table.
+func TestEventTableErrors(t *testing.T) {
+	specs := []webhooks.Spec{
+		{Source: "acme", Types: []string{"order.paid", "order.refunded", "ping"}},
+		{Source: "zeta", Types: []string{"x.y"}},
+	}
+	readme := "<!-- events: acme -->\n| event | write | steps |\n| --- | --- | --- |\n" +
+		"| `order.paid` paid / `no_payment_required` | order | none |\n" +
+		"| `order.created`, `.updated` | none | none |\n" +
+		"| `order.voided` | none: not acted on | none |\n" +
+		"| `ping` `zen` | none | none |\n<!-- /events -->\n" +
+		"<!-- events: other -->\n| a | b |\n| --- | --- |\n<!-- /events -->\n"
+	want := []string{
+		"acme: the event table does not say what order.refunded does",
+		"acme: the event table names order.created, a type the provider does not act on (say so in its row: \"not acted on\")",
+		"acme: the event table names order.updated, a type the provider does not act on (say so in its row: \"not acted on\")",
+		"an event table of other, which is no registered provider",
+		"no event table of zeta (<!-- events: zeta --> … <!-- /events -->)",
+	}
+	if diff := cmp.Diff(want, eventTableErrors(readme, specs)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+// readmePath is the README's path, from this file's.
+func readmePath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "README.md")
 }
