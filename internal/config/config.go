@@ -29,14 +29,6 @@ import (
 // fields mean "off", as the README's configuration table says.
 type Config struct {
 	DatabaseURL string
-	// DatabasePooler says whether DatabaseURL is a transaction-mode pooler
-	// (DATABASE_POOLER); with db.PoolerTransaction, DatabaseURL carries
-	// the pgx statement mode db.PoolerURL gives it.
-	DatabasePooler db.Pooler
-	// DatabaseSessionURL (DATABASE_SESSION_URL) is where session state
-	// works: migrations and session locks go there. "" means DatabaseURL;
-	// required with db.PoolerTransaction. SessionURL resolves it.
-	DatabaseSessionURL string
 	HTTPAddr    string
 	MetricsAddr string // "" serves /metrics on HTTPAddr
 	AdminAddr   string // "" runs no console
@@ -48,6 +40,15 @@ type Config struct {
 	AdminHosts        []string
 	AdminCookieSecure bool
 	AdminLockout      time.Duration
+
+	// DatabasePooler says whether DatabaseURL is a transaction-mode pooler
+	// (DATABASE_POOLER); with db.PoolerTransaction, DatabaseURL carries
+	// the pgx statement mode db.PoolerURL gives it.
+	DatabasePooler db.Pooler
+	// DatabaseSessionURL (DATABASE_SESSION_URL) is where session state
+	// works: migrations and session locks go there. "" means DatabaseURL;
+	// required with db.PoolerTransaction. SessionURL resolves it.
+	DatabaseSessionURL string
 
 	// Providers holds each registered provider's configuration, by source.
 	Providers map[string]Provider
