@@ -160,7 +160,7 @@ type Cluster struct {
 	dir     string
 	port    int
 	durable bool
-	extra   []string // Options.Settings
+	extra   []string            // Options.Settings
 	cred    *syscall.Credential // nil unless we are root and run postgres as another user
 	pass    string              // the superuser's password, from PasswordFile
 	log     *serverLog
