@@ -219,13 +219,21 @@ func SessionURL(tb testing.TB, dbURL string) string {
 }
 
 // NewPool returns a pool on a new database made by NewDB. The pool is
-// closed, and the database dropped, when the test ends.
+// closed, and the database dropped, when the test ends. Behind a pooler
+// (EnvPooler), it is opened as the receiver opens its own, with the
+// database's SessionURL for what must hold a session (db.ConnectSession).
 func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	u := NewDB(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, u)
+	var pool *pgxpool.Pool
+	var err error
+	if bouncer != nil {
+		pool, err = db.Open(ctx, u, 0, db.WithSession(SessionURL(tb, u)))
+	} else {
+		pool, err = pgxpool.New(ctx, u)
+	}
 	if err != nil {
 		tb.Fatalf("pgtest: open pool: %v", err)
 	}
