@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/golang-migrate/migrate/v4"
 	_ "github.com/golang-migrate/migrate/v4/database/pgx/v5" // registers pgx5://
@@ -79,9 +80,9 @@ type options struct {
 }
 
 // WithSession gives the pool a session URL (DATABASE_SESSION_URL): a direct
-// connection, or one through a session-mode pooler, where ConnectSession
+// connection, or one through a session-mode pooler, where AcquireSession
 // opens the connections that must keep session state. Without it, those
-// connect as the pool does.
+// are the pool's own.
 func WithSession(sessionURL string) Option { return func(o *options) { o.sessionURL = sessionURL } }
 
 // WithLogger is where the pool's connections report what the server warns
@@ -91,17 +92,59 @@ func WithLogger(log *slog.Logger) Option { return func(o *options) { o.log = log
 // sessions holds the session configuration of the pools Open gave one.
 var sessions sync.Map // *pgxpool.Pool → *pgx.ConnConfig
 
-// ConnectSession opens a connection of its own, outside pool, on which
-// session state (a session-level advisory lock, SET) lasts until it is
-// closed: to the pool's session URL (WithSession) when it has one, which is
-// how a job that must hold a session works behind a transaction-mode
-// pooler; otherwise to where the pool connects. The caller closes it.
-func ConnectSession(ctx context.Context, pool *pgxpool.Pool) (*pgx.Conn, error) {
-	cfg := pool.Config().ConnConfig
+// Session is a connection on which session state (a session-level
+// advisory lock, SET) lasts until it is given back.
+type Session struct {
+	conn   *pgx.Conn
+	pooled *pgxpool.Conn // nil: a connection of its own
+}
+
+// AcquireSession returns a session beside pool: a connection of its own to
+// the pool's session URL when the pool has one (WithSession), which is how
+// a job that must hold a session works behind a transaction-mode pooler;
+// otherwise one of the pool's own connections, which reach PostgreSQL
+// directly.
+func AcquireSession(ctx context.Context, pool *pgxpool.Pool) (*Session, error) {
 	if s, ok := sessions.Load(pool); ok {
-		cfg = s.(*pgx.ConnConfig).Copy()
+		conn, err := pgx.ConnectConfig(ctx, s.(*pgx.ConnConfig).Copy())
+		if err != nil {
+			return nil, err
+		}
+		return &Session{conn: conn}, nil
 	}
-	return pgx.ConnectConfig(ctx, cfg)
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{conn: c.Conn(), pooled: c}, nil
+}
+
+// Conn is the session's connection.
+func (s *Session) Conn() *pgx.Conn { return s.conn }
+
+// Release gives back a session whose state was undone (the lock released):
+// a pool's connection goes back to the pool, one of its own is closed.
+func (s *Session) Release() {
+	if s.pooled != nil {
+		s.pooled.Release()
+		return
+	}
+	closeConn(s.conn)
+}
+
+// Close ends the session, and whatever state it still holds with it: the
+// connection is closed, a pool's included (the pool opens another).
+func (s *Session) Close() {
+	closeConn(s.conn)
+	if s.pooled != nil {
+		s.pooled.Release()
+	}
+}
+
+func closeConn(c *pgx.Conn) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = c.Close(ctx)
 }
 
 // watchConn makes connections of cfg close themselves when the server says

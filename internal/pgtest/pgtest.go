@@ -221,7 +221,7 @@ func SessionURL(tb testing.TB, dbURL string) string {
 // NewPool returns a pool on a new database made by NewDB. The pool is
 // closed, and the database dropped, when the test ends. Behind a pooler
 // (EnvPooler), it is opened as the receiver opens its own, with the
-// database's SessionURL for what must hold a session (db.ConnectSession).
+// database's SessionURL for what must hold a session (db.AcquireSession).
 func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	u := NewDB(tb)

@@ -35,40 +35,38 @@ const (
 
 // Lock takes the lock that lets one run at a time reconcile source, across
 // every replica, or returns ErrBusy. The lock is a PostgreSQL session lock,
-// held by a connection of its own (db.ConnectSession: over
-// DATABASE_SESSION_URL when the pool has one, since a transaction-mode
-// pooler would hand the session to another client between transactions),
-// outside the pool, so that a long run holds none of the pool's
-// connections. release unlocks it (at once: the next run may start as soon
-// as it returns) and closes that connection; if the process dies, the
-// session ends and the lock with it.
+// held on a session acquired beside the pool (db.AcquireSession: one of the
+// pool's connections, or over DATABASE_SESSION_URL when the pool has one,
+// since a transaction-mode pooler would hand the session to another client
+// between transactions) until release is called: release unlocks it at
+// once, so the next run may start as soon as it returns. If the process
+// dies, the session ends and the lock with it.
 func (s *Store) Lock(ctx context.Context, source string) (release func(), err error) {
-	conn, err := db.ConnectSession(ctx, s.pool)
+	sess, err := db.AcquireSession(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", source, err)
 	}
 	key := "reconcile:" + source
 	var ok bool
-	if err := conn.QueryRow(ctx, lockSQL, key).Scan(&ok); err != nil || !ok {
-		closeSession(conn)
+	if err := sess.Conn().QueryRow(ctx, lockSQL, key).Scan(&ok); err != nil || !ok {
 		if err != nil {
+			sess.Close()
 			return nil, fmt.Errorf("lock %s: %w", source, err)
 		}
+		sess.Release()
 		return nil, ErrBusy
 	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_, _ = conn.Exec(ctx, unlockSQL, key) // if it fails, closing the session releases the lock
-		closeSession(conn)
+		if _, err := sess.Conn().Exec(ctx, unlockSQL, key); err != nil {
+			// Never give back a session that may still hold the lock:
+			// closing it releases the lock.
+			sess.Close()
+			return
+		}
+		sess.Release()
 	}, nil
-}
-
-// closeSession closes a connection of Lock's.
-func closeSession(conn *pgx.Conn) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_ = conn.Close(ctx)
 }
 
 const cursorSQL = `

@@ -137,19 +137,29 @@ func (s *Server) setupFailoverWatch(rs []reconcile.Reconciler) {
 	}
 	s.registry.MustRegister(w.changes)
 	if s.cfg.ReconcileInterval > 0 {
-		w.onChange = func(ctx context.Context, _, _ db.Primary) {
-			for name, inst := range s.reconcilers {
-				sum, err := inst.Run(ctx, reconcile.Options{Since: FailoverLookback, Trigger: TriggerFailover})
-				switch {
-				case errors.Is(err, reconcile.ErrBusy):
-					s.log.Info("fail-over catch-up: another replica is running it", "reconcile", name)
-				case err != nil:
-					s.log.Error("fail-over catch-up failed: run it by hand", "reconcile", name, "error", err)
-				default:
-					s.log.Warn("fail-over catch-up done", "reconcile", name, "summary", sum.String(), "missed", sum.Missed())
-				}
-			}
-		}
+		w.onChange = func(ctx context.Context, _, _ db.Primary) { s.failoverCatchUp(ctx) }
 	}
 	s.background = append(s.background, w.run)
+}
+
+// failoverCatchUp runs every configured reconciler once over
+// FailoverLookback, recorded as triggered by the fail-over; a source
+// another replica is catching up on already is left to it.
+func (s *Server) failoverCatchUp(ctx context.Context) {
+	names := make([]string, 0, len(s.reconcilers))
+	for name := range s.reconcilers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		sum, err := s.reconcilers[name].Run(ctx, reconcile.Options{Since: FailoverLookback, Trigger: TriggerFailover})
+		switch {
+		case errors.Is(err, reconcile.ErrBusy):
+			s.log.Info("fail-over catch-up: another replica is running it", "reconcile", name)
+		case err != nil:
+			s.log.Error("fail-over catch-up failed: run it by hand", "reconcile", name, "error", err)
+		default:
+			s.log.Warn("fail-over catch-up done", "reconcile", name, "summary", sum.String(), "missed", sum.Missed())
+		}
+	}
 }

@@ -97,6 +97,52 @@ func TestFailoverCommands(t *testing.T) {
 	}
 }
 
+// TestFailoverCatchUp: after a fail-over, every configured reconciler runs
+// once over FailoverLookback, recorded as the fail-over's; one another
+// replica runs already is left to it, and a failure says to run it by
+// hand.
+func TestFailoverCatchUp(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	runs := map[string]reconcile.Options{}
+	inst := func(name string, err error) reconcile.Instance {
+		return fakeInstance{run: func(_ context.Context, o reconcile.Options) (reconcile.Summary, error) {
+			runs[name] = o
+			return fakeSummary{}, err
+		}}
+	}
+	s := &Server{log: slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)), reconcilers: map[string]reconcile.Instance{
+		"stripe": inst("stripe", nil), "paddle": inst("paddle", reconcile.ErrBusy), "github-marketplace": inst("github-marketplace", errors.New("GitHub is down")),
+	}}
+	s.failoverCatchUp(context.Background())
+	for _, name := range []string{"stripe", "paddle", "github-marketplace"} {
+		if o := runs[name]; o.Since != FailoverLookback || o.Trigger != TriggerFailover {
+			t.Errorf("%s ran with %+v, want --since %v, triggered by %s", name, o, FailoverLookback, TriggerFailover)
+		}
+	}
+	for _, want := range []string{`msg="fail-over catch-up done" reconcile=stripe`,
+		`msg="fail-over catch-up: another replica is running it" reconcile=paddle`,
+		`level=ERROR msg="fail-over catch-up failed: run it by hand" reconcile=github-marketplace error="GitHub is down"`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the log lacks %q:\n%s", want, logs.String())
+		}
+	}
+}
+
+type fakeInstance struct {
+	run func(context.Context, reconcile.Options) (reconcile.Summary, error)
+}
+
+func (f fakeInstance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summary, error) {
+	return f.run(ctx, o)
+}
+func (fakeInstance) Job() reconcile.Job { return reconcile.Job{} }
+
+type fakeSummary struct{}
+
+func (fakeSummary) String() string { return "1 found, 1 processed" }
+func (fakeSummary) Missed() int    { return 1 }
+
 type syncWriter struct {
 	w  *strings.Builder
 	mu *sync.Mutex
