@@ -39,7 +39,7 @@ import (
 // closed rather than kept. No query is cancelled by the server at pgx's
 // request: a context that ends closes the connection (pgx's default), so a
 // commit waiting for a synchronous standby is never turned into a local
-// success (see the notice handler below).
+// success; one the server cancels for another reason is logged (watchConn).
 func Open(ctx context.Context, databaseURL string, maxConns int32, opts ...Option) (*pgxpool.Pool, error) {
 	var o options
 	for _, f := range opts {
@@ -183,8 +183,8 @@ func watchConn(cfg *pgx.ConnConfig, log *slog.Logger) {
 // syncRepCancelled reports whether n is PostgreSQL's warning that a commit
 // stopped waiting for its synchronous standby ("canceling wait for
 // synchronous replication…", detail "The transaction has already committed
-// locally…"), which has no SQLSTATE of its own: its message is matched in
-// English (the lc_messages of most servers) and in its detail.
+// locally…"), which has no SQLSTATE of its own: its message and detail are
+// matched in English, the lc_messages of most servers.
 func syncRepCancelled(n *pgconn.Notice) bool {
 	return n.SeverityUnlocalized == "WARNING" && n.Code == pgerrcode.Warning &&
 		(strings.Contains(n.Message, "synchronous replication") || strings.Contains(n.Detail, "committed locally"))
