@@ -195,7 +195,7 @@ type failover struct {
 	l          *load
 	detached   time.Time     // async: the standby stopped receiving WAL
 	killed     time.Time     // the primary stopped
-	promoted   time.Time     // pg_promote returned
+	promoted   time.Time     // pg_promote called
 	firstOK    time.Time     // the end of the first 2xx after the promotion
 	readyAgain time.Time     // /readyz 200 after the promotion
 	gap        []attempt     // attempts made with no primary: started after killed, ended before promoted
@@ -236,10 +236,12 @@ func runFailover(t *testing.T, sync bool, prefix string) *failover {
 	// As an orchestrator would: promote once the primary is found gone.
 	waitFor(t, time.Minute, "/readyz 503 without a primary", func() bool { return f.p.readyz() == 503 })
 	waitFor(t, time.Minute, "40 deliveries answered without a primary", func() bool { return len(f.l.attemptsAfter(f.killed)) >= 40 })
+	// The standby takes writes from some moment inside Promote, which
+	// returns once it has seen that: the gap ends when Promote is called.
+	f.promoted = time.Now()
 	if err := f.rep.standby.Promote(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f.promoted = time.Now()
 	for _, a := range f.l.attemptsAfter(f.killed) {
 		if a.End.Before(f.promoted) {
 			f.gap = append(f.gap, a)
@@ -364,11 +366,9 @@ func TestFailoverAsynchronous(t *testing.T) {
 	if len(lost) == 0 {
 		t.Fatal("the standby stopped receiving WAL before the primary was lost, yet no acknowledged event is missing")
 	}
-	for _, e := range lost {
-		if !e.acked.After(f.detached) {
-			t.Errorf("%s, lost, was acknowledged %s, before the standby stopped receiving WAL", e.d.ID, e.acked.Format(time.StampMilli))
-		}
-	}
+	// (A lost event may have been acknowledged a little before the WAL
+	// receiver stopped: the commits it had not yet received, replication
+	// being asynchronous, are lost too.)
 	mails, calls := f.w.mailsByID(), f.w.fulfillmentsByKey()
 	for _, e := range lost {
 		if m, c := mails[messageID(e.d.StepKey(stepConfirmation))], calls[idemKey(e.d.StepKey(stepFulfillment))]; m != 1 || c != 1 {
