@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/reconcile"
@@ -71,9 +70,10 @@ func TestPrimaryWatch(t *testing.T) {
 	if len(changes) != 2 || changes[0] != want[0] || changes[1] != want[1] {
 		t.Errorf("changes %v, want %v", changes, want)
 	}
-	var m dto.Metric
-	if err := w.changes.Write(&m); err != nil || m.GetCounter().GetValue() != 2 {
-		t.Errorf("failovers counted %v (%v), want 2", m.GetCounter().GetValue(), err)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(w.changes)
+	if mfs, err := reg.Gather(); err != nil || len(mfs) != 1 || mfs[0].GetMetric()[0].GetCounter().GetValue() != 2 {
+		t.Errorf("failovers counted %v (%v), want 2", mfs, err)
 	}
 	out := logs.String()
 	for _, s := range []string{"level=ERROR msg=\"database fail-over: the primary changed: a standby was promoted",
