@@ -46,6 +46,13 @@ func TestLoad(t *testing.T) {
 		if c.MailDomain() != "localhost" {
 			t.Errorf("MailDomain = %q", c.MailDomain())
 		}
+		if c.UnverifiedBodyBytes != 32<<20 || c.BodyTimeout != 5*time.Second || c.MaxConnections != 1024 || c.MemoryLimitSet {
+			t.Errorf("defaults of UNVERIFIED_BODY_BYTES, BODY_TIMEOUT, MAX_CONNECTIONS, GOMEMLIMIT not applied: %+v", c)
+		}
+		// The README states the bound of the defaults: 976 MiB.
+		if got := c.MemoryBound(); got != 976<<20 {
+			t.Errorf("MemoryBound() of the defaults = %d MiB, the README says 976", got>>20)
+		}
 	})
 
 	bad := []struct {
@@ -71,6 +78,10 @@ func TestLoad(t *testing.T) {
 		{"ErrStepTimeoutOverLease", "STEP_TIMEOUT", "5m", "LEASE_DURATION 5m0s is not longer than the step timeout (5m0s)"},
 		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
 		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
+		{"ErrUnverifiedBelowMaxBody", "UNVERIFIED_BODY_BYTES", "65536", "UNVERIFIED_BODY_BYTES must be at least MAX_BODY_BYTES (1048576)"},
+		{"ErrBodyTimeout", "BODY_TIMEOUT", "10ms", "BODY_TIMEOUT must be between 100ms and 1m"},
+		{"ErrBodyTimeoutNotDuration", "BODY_TIMEOUT", "5", "BODY_TIMEOUT must be a Go duration"},
+		{"ErrMaxConnections", "MAX_CONNECTIONS", "8", "MAX_CONNECTIONS must be at least 16"},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
