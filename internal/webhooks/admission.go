@@ -329,8 +329,9 @@ func putBuffer(b []byte) {
 	if classSize != cap(b) || class >= len(bodyBuffers) {
 		return
 	}
-	b = b[:0]
-	bodyBuffers[class].Put(&b)
+	p := new([]byte) // here, not &b: b would be moved to the heap on every call
+	*p = b[:0]
+	bodyBuffers[class].Put(p)
 }
 
 // read reads a body whose length, if declared (every sender's:
