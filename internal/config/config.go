@@ -307,8 +307,15 @@ const (
 // so that the collector's headroom (GOGC) cannot take the process past
 // it.
 func (c Config) MemoryBound() int64 {
-	return BaseMemory + c.UnverifiedBodyBytes + int64(c.MaxInflight)*DeliveryBodies*c.MaxBodyBytes +
-		int64(c.MaxConnections)*ConnectionMemory
+	return c.StrangerMemoryBound() + int64(c.MaxInflight)*DeliveryBodies*c.MaxBodyBytes
+}
+
+// StrangerMemoryBound is the part of MemoryBound that requests nobody
+// signed can reach: all of it but the verified deliveries' term,
+//
+//	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_CONNECTIONS × ConnectionMemory
+func (c Config) StrangerMemoryBound() int64 {
+	return BaseMemory + c.UnverifiedBodyBytes + int64(c.MaxConnections)*ConnectionMemory
 }
 
 // anyPort reports whether addr asks for any free port (":0"): two such

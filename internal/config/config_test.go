@@ -49,9 +49,13 @@ func TestLoad(t *testing.T) {
 		if c.UnverifiedBodyBytes != 32<<20 || c.BodyTimeout != 5*time.Second || c.MaxConnections != 1024 || c.MemoryLimitSet {
 			t.Errorf("defaults of UNVERIFIED_BODY_BYTES, BODY_TIMEOUT, MAX_CONNECTIONS, GOMEMLIMIT not applied: %+v", c)
 		}
-		// The README states the bound of the defaults: 976 MiB.
+		// The README states the bounds of the defaults: 976 MiB, 208 of
+		// them within reach of requests nobody signed.
 		if got := c.MemoryBound(); got != 976<<20 {
 			t.Errorf("MemoryBound() of the defaults = %d MiB, the README says 976", got>>20)
+		}
+		if got := c.StrangerMemoryBound(); got != 208<<20 {
+			t.Errorf("StrangerMemoryBound() of the defaults = %d MiB, the README says 208", got>>20)
 		}
 	})
 
@@ -93,6 +97,15 @@ func TestLoad(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("GOMEMLIMIT", func(t *testing.T) {
+		e := valid()
+		e["GOMEMLIMIT"] = "400MiB"
+		c, err := Load(env(e), specs)
+		if err != nil || !c.MemoryLimitSet {
+			t.Errorf("with GOMEMLIMIT set: MemoryLimitSet %v, err %v; want true: the runtime's limit is the operator's", c.MemoryLimitSet, err)
+		}
+	})
 
 	t.Run("EveryProblemAtOnce", func(t *testing.T) {
 		_, err := Load(env(map[string]string{"LEASE_DURATION": "x", "SMTP_ADDR": "nope"}), specs)

@@ -122,6 +122,17 @@ type limitedConn struct {
 	once sync.Once
 }
 
+// CloseWrite shuts the writing side of the connection, as net/http does
+// before it closes a connection whose request it has not read to the end:
+// without it, the answer (a 408, a 503) would be lost to the reset that
+// unread bytes cause.
+func (c *limitedConn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
+
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(func() { c.l.release(c.key) })

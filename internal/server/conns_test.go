@@ -90,6 +90,9 @@ func TestConnLimit(t *testing.T) {
 	mu.Lock()
 	first := accepted[0]
 	mu.Unlock()
+	if _, ok := first.(interface{ CloseWrite() error }); !ok {
+		t.Error("an accepted connection cannot CloseWrite: net/http would reset it, answer unread")
+	}
 	first.Close()
 	first.Close() // twice: counted out once
 	if !dial(3) {

@@ -234,7 +234,7 @@ func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
 	if !s.cfg.MemoryLimitSet {
 		debug.SetMemoryLimit(bound)
 	}
-	s.log.Info("memory bound", "bytes", bound, "soft_limit", !s.cfg.MemoryLimitSet,
+	s.log.Info("memory bound", "bytes", bound, "strangers_bytes", s.cfg.StrangerMemoryBound(), "soft_limit", !s.cfg.MemoryLimitSet,
 		"formula", fmt.Sprintf("%d MiB + UNVERIFIED_BODY_BYTES + MAX_INFLIGHT × %d × MAX_BODY_BYTES + MAX_CONNECTIONS × %d KiB",
 			config.BaseMemory>>20, config.DeliveryBodies, config.ConnectionMemory>>10))
 	addrs := Addrs{HTTP: ln.Addr(), Side: map[string]net.Addr{}}
