@@ -18,7 +18,7 @@ import (
 // (the client's address, an IPv6 one by its /64): while it has room,
 // anyone may take from it; once it is full, a source within its fair share
 // (the budget divided among the sources reading a body) cuts off the
-// largest read of the source furthest above its own and is served, and a
+// largest read of the source furthest beyond its own and is served, and a
 // source beyond its share is refused, 503 with Retry-After, without
 // reading the rest of its body. A sender with little in flight is thus
 // always served, however many bytes a few other addresses push.
@@ -34,8 +34,9 @@ type Admission struct {
 	// back: room that is coming.
 	cut     int64
 	sources map[netip.Addr]*source
-	// spare are entries of sources that left, kept for the next ones: a
-	// sender that delivers one event at a time costs no allocation.
+	// spare are entries of sources that left, kept for the next ones, so
+	// that a sender delivering one event at a time does not allocate one
+	// for each.
 	spare []*source
 	// freed is closed, and replaced, when bytes are given back while a
 	// read waits for room.
@@ -109,8 +110,8 @@ type unverified struct {
 	key  netip.Addr
 	src  *source
 	held int64
-	// w cuts the read off (its connection's read deadline); nil when the
-	// ResponseWriter cannot.
+	// w is the request's ResponseWriter, through which the read is cut
+	// off (its connection's read deadline); nil in tests that cut by hand.
 	w http.ResponseWriter
 	// reading: the body is still being read (only such a read is cut).
 	reading bool
@@ -207,18 +208,19 @@ func (u *unverified) take(ctx context.Context, n int64) error {
 func (a *Admission) cutLargest(except *source) bool {
 	share := a.limit / int64(len(a.sources))
 	var heaviest *source
-	for _, s := range a.sources {
-		if s != except && s.used-s.cut > share && (heaviest == nil || s.used-s.cut > heaviest.used-heaviest.cut) {
-			heaviest = s
-		}
-	}
-	if heaviest == nil {
-		return false
-	}
 	var victim *unverified
-	for _, r := range heaviest.reads {
-		if r.reading && !r.cutOff && r.held > 0 && (victim == nil || r.held > victim.held) {
-			victim = r
+	for _, s := range a.sources {
+		if s == except || s.used-s.cut <= share || (heaviest != nil && s.used-s.cut <= heaviest.used-heaviest.cut) {
+			continue
+		}
+		var largest *unverified
+		for _, r := range s.reads {
+			if r.reading && !r.cutOff && r.held > 0 && (largest == nil || r.held > largest.held) {
+				largest = r
+			}
+		}
+		if largest != nil {
+			heaviest, victim = s, largest
 		}
 	}
 	if victim == nil {
@@ -265,7 +267,7 @@ func (u *unverified) leave() {
 	}
 	if len(s.reads) == 0 {
 		delete(a.sources, u.key)
-		if len(a.spare) < maxSpare {
+		if len(a.spare) < maxSpare && cap(s.reads) <= maxSpare {
 			a.spare = append(a.spare, s)
 		}
 	}
@@ -275,7 +277,8 @@ func (u *unverified) leave() {
 	}
 }
 
-// maxSpare bounds the spare entries kept.
+// maxSpare bounds the spare entries kept, and the reads each may have room
+// for.
 const maxSpare = 64
 
 // firstBuffer is the size of the first buffer a body of unknown or larger
