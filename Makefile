@@ -6,6 +6,9 @@ SHELL := /bin/bash
 export GOTOOLCHAIN := go1.27.3
 GO    ?= go
 BIN   := bin
+# The version bin/server is stamped with: `server version`, the start-up log
+# line and paywebhooks_build_info say it. `make build VERSION=v1.2.3` sets it.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .DEFAULT_GOAL := help
 .PHONY: help build run test lint vuln fuzz bench screenshots fmt clean
@@ -14,7 +17,7 @@ help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 build: ## build bin/server and bin/dev
-	$(GO) build -o $(BIN)/server ./cmd/server
+	$(GO) build -ldflags "-X github.com/paywebhooks/receiver/internal/version.Version=$(VERSION)" -o $(BIN)/server ./cmd/server
 	$(GO) build -o $(BIN)/dev ./cmd/dev
 
 run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is unset)
@@ -23,6 +26,7 @@ run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is
 
 test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL
 	scripts/ensure-postgres.sh
+	scripts/ensure-pgbouncer.sh
 	scripts/ensure-chromium.sh >/dev/null
 	scripts/test.sh
 
@@ -36,7 +40,7 @@ vuln: ## govulncheck (a tool of go.mod) against the Go vulnerability database
 fuzz: ## run the fuzz targets for a bounded time (FUZZTIME, default 20s each)
 	scripts/fuzz.sh
 
-bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
+bench: build ## measure the receiver against the copied snippet (net/http, Echo) and pgbench, direct and through PgBouncer; writes BENCHMARKS.md
 	scripts/bench.sh
 
 screenshots: build ## the console's screenshots in docs/ (headless Chromium)

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"path/filepath"
+	"os"
 	"sync"
 	"syscall"
 	"testing"
@@ -106,7 +106,13 @@ func TestReplicas(t *testing.T) {
 func TestDatabaseOutage(t *testing.T) {
 	const checkouts, clients = 60, 4
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "pg")
+	// Under os.TempDir(), not t.TempDir(), whose private parent the
+	// server could not reach when it runs as postgres (we are root).
+	dir, err := os.MkdirTemp("", "e2e-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)

@@ -47,7 +47,6 @@ import (
 // before admission control, for instance), to show what they catch.
 
 const (
-	paddleSecret = "pdl_ntfset_e2e_siege_0123456789abcdef"
 	// genuineWithin is how long a genuine delivery may take to be answered
 	// under siege: the contract's figure.
 	genuineWithin = 2 * time.Second

@@ -1,7 +1,10 @@
 // Command snippet is the dedupe snippet everyone copies, as a minimal
-// receiver on the same HTTP stack as the real one (echo + a pgx pool). It is
-// the benchmark's baseline, not something to deploy: it has the hole the
-// seed describes (the claim commits on its own, before the work).
+// receiver on the same HTTP stack as the real one (Echo + a pgx pool). It is
+// the benchmark's second baseline, not something to deploy: it has the hole
+// the seed describes (the claim commits on its own, before the work).
+// bench/snippet-nethttp is the same on plain net/http, the form most often
+// copied and the benchmark's headline baseline; this one shows what the
+// receiver's HTTP stack costs by itself.
 //
 // For each Stripe delivery it verifies the signature with stripe-go's
 // webhook.ValidatePayloadWithTolerance, claims the event id with
@@ -14,23 +17,27 @@
 // does not cancel them, so pgx keeps its connections instead of closing
 // them mid-query and reconnecting on the next request.
 //
-//	snippet -addr 127.0.0.1:0 -db postgres://… -secret whsec_… [-max-conns N]
+//	snippet -addr 127.0.0.1:0 -db postgres://… -secret whsec_… [-max-conns N] [-pprof ADDR]
 //
 // The flags default to the receiver's variables (HTTP_ADDR, DATABASE_URL,
 // STRIPE_WEBHOOK_SECRET, DB_MAX_CONNS), and it answers GET /healthz, so that
 // the benchmark can also start it in the receiver's place to smoke-test
-// itself (benchrun -server bin/snippet). It prints
+// itself (benchrun -server bin/snippet). -pprof serves net/http/pprof and
+// expvar's /debug/vars on a second address, for the benchmark's profiles
+// and allocation counts; without it nothing more listens. It prints
 // {"msg":"snippet listening","addr":"…"} on stdout once it listens.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	_ "expvar" // /debug/vars on -pprof's address: the allocation counters
 	"flag"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	_ "net/http/pprof" // on -pprof's address only (http.DefaultServeMux)
 	"os"
 	"os/signal"
 	"strconv"
@@ -60,6 +67,7 @@ func run(ctx context.Context, args []string) error {
 	defConns, _ := strconv.Atoi(os.Getenv("DB_MAX_CONNS"))
 	maxConns := fs.Int("max-conns", defConns, "pool size (0: pgxpool's default)")
 	queryTimeout := fs.Duration("query-timeout", 10*time.Second, "bound on a delivery's queries, which the sender hanging up does not cancel")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof and /debug/vars on this `address` (the benchmark's profiles); empty: not served")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -139,6 +147,13 @@ ON CONFLICT (stripe_invoice_id) DO NOTHING`, inv.ID, inv.AmountDue, inv.AmountPa
 		return c.NoContent(http.StatusOK)
 	})
 
+	if *pprofAddr != "" {
+		pln, err := net.Listen("tcp", *pprofAddr)
+		if err != nil {
+			return err
+		}
+		go func() { _ = http.Serve(pln, nil) }()
+	}
 	ln, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return err

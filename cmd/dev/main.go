@@ -4,14 +4,20 @@
 //	dev [-dir DIR] [-temp] [-durable] [-port N] [-dev-secrets] -- COMMAND [ARGS...]
 //
 // It starts a private server with the PostgreSQL binaries installed on the
-// machine (no Docker), persistent in DIR (default var/pgdata) or, with
-// -temp, in a temporary directory removed afterwards. It creates the
-// database `receiver` and runs COMMAND with DATABASE_URL pointing at it and
-// TEST_DATABASE_URL at the server's maintenance database, unless they are
-// already set. With -dev-secrets it also sets the webhook secret of every
-// provider of the registry (internal/providers) that names a development
-// prefix, unless set, to a development secret generated once and kept in
-// var/dev-secrets.env.
+// machine (no Docker), persistent in DIR or, with -temp, in a temporary
+// directory removed afterwards. DIR defaults to var/pgdata; as root, whose
+// server runs as the `postgres` user (see internal/pglocal), to
+// paywebhooks-dev-<hash of the working directory> in that user's home
+// (else in /var/tmp), where it can reach it. It creates the database
+// `receiver` and runs COMMAND with DATABASE_URL pointing at it and
+// TEST_DATABASE_URL at the server's maintenance database, both with the
+// cluster's password, unless they are already set. With -dev-secrets it
+// also sets the webhook secret of every provider of the registry
+// (internal/providers) that names a development prefix, unless set, to a
+// development secret generated once and kept in var/dev-secrets.env.
+//
+// COMMAND always gets PAYWEBHOOKS_DEV=1 (config.DevEnv), which lets the
+// receiver accept secrets that say "development".
 //
 // COMMAND runs in a process group of its own: SIGINT and SIGTERM, from the
 // terminal or elsewhere, reach dev, which passes each on to the whole group
@@ -23,6 +29,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"flag"
@@ -31,11 +38,14 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pglocal"
 	"github.com/paywebhooks/receiver/internal/providers"
 )
@@ -64,8 +74,8 @@ type exitStatus int
 
 func (s exitStatus) Error() string { return fmt.Sprintf("command exited with status %d", int(s)) }
 
-// config holds the parsed command line.
-type config struct {
+// options holds the parsed command line.
+type options struct {
 	dir         string
 	temp        bool
 	durable     bool
@@ -75,11 +85,11 @@ type config struct {
 	command     []string
 }
 
-func parseArgs(args []string, stderr io.Writer) (config, error) {
-	var cfg config
+func parseArgs(args []string, stderr io.Writer) (options, error) {
+	var cfg options
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.dir, "dir", filepath.Join("var", "pgdata"), "PostgreSQL data directory, kept across runs")
+	fs.StringVar(&cfg.dir, "dir", "", "PostgreSQL data directory, kept across runs (default var/pgdata; as root, one the postgres user can reach)")
 	fs.BoolVar(&cfg.temp, "temp", false, "use a temporary data directory, removed afterwards (ignores -dir)")
 	fs.BoolVar(&cfg.durable, "durable", false, "keep PostgreSQL's crash-safety settings (fsync etc.); slower")
 	fs.IntVar(&cfg.port, "port", 0, "TCP port on 127.0.0.1 (0: any free port)")
@@ -97,7 +107,41 @@ func parseArgs(args []string, stderr io.Writer) (config, error) {
 		fs.Usage()
 		return cfg, errors.New("no command to run")
 	}
+	if cfg.dir == "" && !cfg.temp {
+		var err error
+		if cfg.dir, err = defaultDir(os.Geteuid() == 0); err != nil {
+			return cfg, err
+		}
+	}
 	return cfg, nil
+}
+
+// defaultDir is the persistent data directory: var/pgdata, or as root, one
+// of the working directory's own in the postgres user's home, which that
+// user can reach without a change to the permissions of any directory
+// around it; /var/tmp when that home is missing or out of its reach.
+func defaultDir(root bool) (string, error) {
+	if !root {
+		return filepath.Join("var", "pgdata"), nil
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(wd))
+	name := "paywebhooks-dev-" + hex.EncodeToString(sum[:6])
+	if u, err := user.Lookup("postgres"); err == nil && u.HomeDir != "" && u.HomeDir != "/" {
+		if fi, err := os.Stat(u.HomeDir); err == nil && fi.IsDir() && ownedBy(fi, u.Uid) {
+			return filepath.Join(u.HomeDir, name), nil
+		}
+	}
+	return filepath.Join("/var/tmp", name), nil
+}
+
+// ownedBy reports whether the file's owner has the numeric user id uid.
+func ownedBy(fi os.FileInfo, uid string) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && strconv.FormatUint(uint64(st.Uid), 10) == uid
 }
 
 // run is dev without the process-wide effects of main.
@@ -143,7 +187,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 
 // startDatabase starts the server in dir, logging to log, and creates the
 // application database, giving up on SIGINT or SIGTERM.
-func startDatabase(ctx context.Context, cfg config, dir string, log io.Writer) (*pglocal.Cluster, error) {
+func startDatabase(ctx context.Context, cfg options, dir string, log io.Writer) (*pglocal.Cluster, error) {
 	ctx, cancel := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 
@@ -159,12 +203,13 @@ func startDatabase(ctx context.Context, cfg config, dir string, log io.Writer) (
 	return cluster, nil
 }
 
-// openLog opens the server log kept next to a persistent data directory.
+// openLog opens the server log kept next to a persistent data directory,
+// readable by its owner only: it may quote rows.
 func openLog(path string) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("create log directory: %w", err)
 	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open server log: %w", err)
 	}
@@ -185,14 +230,16 @@ func stopDatabase(c *pglocal.Cluster, stderr io.Writer) {
 
 // commandEnv returns the environment for the command, telling the user
 // what it adds.
-func commandEnv(cfg config, c *pglocal.Cluster, getenv func(string) string, stderr io.Writer) ([]string, error) {
+func commandEnv(cfg options, c *pglocal.Cluster, getenv func(string) string, stderr io.Writer) ([]string, error) {
 	where := fmt.Sprintf("data in %s (server log in %s.log)", c.Dir(), c.Dir())
 	if cfg.temp {
 		where = "temporary data in " + c.Dir()
 	}
 	fmt.Fprintf(stderr, "Local PostgreSQL on 127.0.0.1:%d, %s\n", c.Port(), where)
 
-	env := os.Environ()
+	// The last value of a key wins (os/exec): this one, whatever the
+	// environment says.
+	env := append(os.Environ(), config.DevEnv+"=1")
 	setDefault := func(key, value string) bool {
 		if getenv(key) != "" {
 			fmt.Fprintf(stderr, "%s is already set: leaving it\n", key)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,94 +24,117 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-func eventsUsage(specs []webhooks.Spec) string {
+// The synopses of the events commands, for each command's usage and the
+// group's.
+const (
+	listSynopsis = `server events list [--source S] [--type T] [--status done|resolved|in_progress|failed|parked]
+                   [--older-than D] [--limit N] [--json]`
+	showSynopsis    = `server events show KEY [--json]`
+	resolveSynopsis = `server events resolve KEY --reason TEXT [--json]`
+	replaySynopsis  = `server events replay KEY... [--allow-unconfigured] [--json]
+server events replay --parked --since D [--limit N] [--allow-unconfigured] [--json]`
+)
+
+func pruneSynopsis(specs []webhooks.Spec) string {
 	var perSource []string
 	for _, s := range specs {
 		perSource = append(perSource, fmt.Sprintf("[--%s-older-than D]", s.Source))
 	}
-	return `usage:
-  server events list [--source ` + strings.Join(providers.Sources(specs), "|") + `] [--type T]
-                     [--status in_progress|done|failed|parked] [--older-than D] [--limit N] [--json]
-  server events show KEY [--json]
-  server events replay KEY... [--allow-unconfigured]
-  server events replay --parked --since D [--allow-unconfigured]
-  server events prune --older-than D ` + strings.Join(perSource, " ") + `
-                      [--batch N] [--dry-run] [--force]
-`
+	return "server events prune --older-than D " + strings.Join(perSource, " ") + "\n" +
+		"                    [--batch N] [--dry-run] [--force] [--json]"
+}
+
+func eventsGroup(specs []webhooks.Spec) group {
+	indent := func(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") + "\n" }
+	return group{name: "events", usage: "usage:\n" + indent(listSynopsis) + indent(showSynopsis) + indent(replaySynopsis) +
+		indent(resolveSynopsis) + indent(pruneSynopsis(specs)) + `
+Sources: ` + strings.Join(providers.Sources(specs), ", ") + `. DATABASE_URL names the database.
+server events COMMAND --help for a command's flags.
+`}
 }
 
 func eventsCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	specs := providers.All()
-	if len(args) == 0 {
-		fmt.Fprint(stderr, eventsUsage(specs))
-		return usageError{"events needs a command"}
-	}
-	cfg, err := config.Load(getenv, specs)
+	g := eventsGroup(specs)
+	sub, err := g.subcommand(args, stdout)
 	if err != nil {
 		return err
 	}
-	// Operator commands log warnings only, to stderr, away from their output.
-	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 4)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-
-	switch args[0] {
+	switch sub {
 	case "list":
-		return eventsList(ctx, pool, specs, args[1:], stdout, stderr)
+		return eventsList(ctx, getenv, specs, args[1:], stdout, stderr)
 	case "show":
-		return eventsShow(ctx, pool, args[1:], stdout, stderr)
+		return eventsShow(ctx, getenv, specs, args[1:], stdout, stderr)
 	case "replay":
-		return eventsReplay(ctx, cfg, pool, log, args[1:], stdout, stderr)
+		return eventsReplay(ctx, getenv, args[1:], stdout, stderr)
+	case "resolve":
+		return eventsResolve(ctx, getenv, args[1:], stdout, stderr)
 	case "prune":
-		return eventsPrune(ctx, pool, specs, args[1:], stdout, stderr)
+		return eventsPrune(ctx, getenv, specs, args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "unknown events command %q\n%s", args[0], eventsUsage(specs))
-	return usageError{"unknown events command"}
+	return g.unknown(sub)
 }
 
-// parseFlags parses a subcommand's flags, allowing them before and after
-// the positional arguments.
-func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) ([]string, error) {
-	fs.SetOutput(stderr)
-	var positional []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, usageError{err.Error()}
-		}
-		args = fs.Args()
-		if len(args) == 0 {
-			return positional, nil
-		}
-		positional = append(positional, args[0])
-		args = args[1:]
-	}
+// operatorEnv is what an operator command works with once its command line
+// is understood: the configuration, a logger of warnings (to stderr, away
+// from its output) and a pool.
+type operatorEnv struct {
+	cfg  config.Config
+	log  *slog.Logger
+	pool *pgxpool.Pool
 }
 
-func eventsList(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
+// openOperator loads the configuration and opens a pool of conns
+// connections. The caller closes the pool.
+func openOperator(ctx context.Context, getenv func(string) string, stderr io.Writer, conns int32) (operatorEnv, error) {
+	cfg, err := config.Load(getenv, providers.All())
+	if err != nil {
+		return operatorEnv{}, err
+	}
+	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	pool, err := db.Open(ctx, cfg.DatabaseURL, conns)
+	if err != nil {
+		return operatorEnv{}, err
+	}
+	return operatorEnv{cfg: cfg, log: log, pool: pool}, nil
+}
+
+func eventsList(ctx context.Context, getenv func(string) string, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
+	c := newCommand("events list", listSynopsis,
+		"Lists stored events, newest first: a table, or a JSON object per line with --json.\n"+
+			"The count goes to stderr.")
 	var f ops.Filter
 	var state string
 	sources := providers.Sources(specs)
-	fs.StringVar(&f.Source, "source", "", "only this source ("+strings.Join(sources, ", ")+")")
-	fs.StringVar(&f.Type, "type", "", "only this event type")
-	fs.StringVar(&state, "status", "", "only events in this state: in_progress, done, failed, parked")
-	fs.DurationVar(&f.OlderThan, "older-than", 0, "only events received longer ago than this (e.g. 1h)")
-	fs.IntVar(&f.Limit, "limit", 50, "at most this many events")
-	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
-	if _, err := parseFlags(fs, args, stderr); err != nil {
+	c.fs.StringVar(&f.Source, "source", "", "only this `SOURCE` ("+strings.Join(sources, ", ")+")")
+	c.fs.StringVar(&f.Type, "type", "", "only this event `TYPE`")
+	c.fs.StringVar(&state, "status", "", "only events in this `STATE`: "+stateList)
+	c.fs.DurationVar(&f.OlderThan, "older-than", 0, "only events received longer ago than this (e.g. 1h)")
+	c.fs.IntVar(&f.Limit, "limit", 50, "at most `N` events")
+	asJSON := c.fs.Bool("json", false, "print a JSON object per event and line instead of a table")
+	rest, err := c.parse(args, stdout)
+	if err != nil {
 		return err
 	}
 	f.State = webhooks.State(state)
-	if state != "" && !slices.Contains(webhooks.States, f.State) {
-		return usageError{fmt.Sprintf("--status must be in_progress, done, failed or parked, got %q", state)}
+	switch {
+	case len(rest) > 0:
+		return c.fail("takes no arguments, got %q", rest)
+	case state != "" && !slices.Contains(webhooks.States, f.State):
+		return c.fail("--status must be one of %s, got %q", stateList, state)
+	case f.Source != "" && !slices.Contains(sources, f.Source):
+		return c.fail("--source must be one of %s, got %q", strings.Join(sources, ", "), f.Source)
+	case f.OlderThan < 0:
+		return c.fail("--older-than must not be negative")
+	case f.Limit <= 0:
+		return c.fail("--limit must be positive")
 	}
-	if f.Source != "" && !slices.Contains(sources, f.Source) {
-		return usageError{fmt.Sprintf("--source must be one of %s, got %q", strings.Join(sources, ", "), f.Source)}
+	env, err := openOperator(ctx, getenv, stderr, 4)
+	if err != nil {
+		return err
 	}
-	events, err := ops.List(ctx, q, f)
+	defer env.pool.Close()
+	events, err := ops.List(ctx, env.pool, f)
 	if err != nil {
 		return err
 	}
@@ -128,7 +150,7 @@ func eventsList(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, arg
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSOURCE\tTYPE\tSTATE\tSTEPS\tRECEIVED")
 	for _, e := range events {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s ago\n", e.Key, e.Source, e.Type, e.State, e.StepsDone, e.Steps,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s ago\n", e.Key, e.Source, e.Type, e.Word(), e.StepsDone, e.Steps,
 			time.Since(e.ReceivedAt).Round(time.Second))
 	}
 	if err := tw.Flush(); err != nil {
@@ -138,40 +160,61 @@ func eventsList(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, arg
 	return nil
 }
 
-func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("events show", flag.ContinueOnError)
-	asJSON := fs.Bool("json", false, "print JSON")
-	keys, err := parseFlags(fs, args, stderr)
+func eventsShow(ctx context.Context, getenv func(string) string, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
+	c := newCommand("events show", showSynopsis,
+		"Shows the stored event (by its key, or the provider's event id) with every claim of its\n"+
+			"steps (status, attempts, last error or reason, timestamps) and its raw body.")
+	asJSON := c.fs.Bool("json", false, "print the event, its claims and its body as JSON")
+	keys, err := c.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	if len(keys) != 1 {
-		return usageError{"events show needs one KEY"}
+		return c.fail("needs one KEY, got %d", len(keys))
 	}
-	d, err := ops.Show(ctx, q, keys[0])
+	env, err := openOperator(ctx, getenv, stderr, 4)
+	if err != nil {
+		return err
+	}
+	defer env.pool.Close()
+	d, err := ops.Show(ctx, env.pool, keys[0])
+	if err != nil {
+		return err
+	}
+	d.AddRefs(providers.StepKinds(env.cfg))
+	records, err := ops.Related(ctx, env.pool, d, specs)
 	if err != nil {
 		return err
 	}
 	if *asJSON {
 		out := struct {
 			ops.Detail
-			Body json.RawMessage `json:"body"`
-		}{d, json.RawMessage(d.Body)}
+			Records ops.Records     `json:"records"`
+			Body    json.RawMessage `json:"body"`
+		}{d, records, json.RawMessage(d.Body)}
 		if !json.Valid(d.Body) {
 			out.Body, _ = json.Marshal(string(d.Body))
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return printJSON(stdout, out)
 	}
 	fmt.Fprintf(stdout, "event     %s\nsource    %s\ntype      %s\nid        %s\nvia       %s\n", d.Key, d.Source, d.Type, d.EventID, d.Via)
 	if d.APIVersion != "" {
 		fmt.Fprintf(stdout, "api       %s\n", d.APIVersion)
 	}
-	fmt.Fprintf(stdout, "received  %s (%s ago)\noutcome   %s\nstate     %s\n", d.ReceivedAt.Format(time.RFC3339),
-		time.Since(d.ReceivedAt).Round(time.Second), d.Outcome, d.State)
+	fmt.Fprintf(stdout, "received  %s (%s ago)\nstate     %s\n", d.ReceivedAt.Format(time.RFC3339),
+		time.Since(d.ReceivedAt).Round(time.Second), d.Word())
 	if d.Error != "" {
 		fmt.Fprintf(stdout, "error     %s\n", d.Error)
+	}
+	if r := d.Resolution; r != nil {
+		note := ""
+		if r.Reopened {
+			note = " (then reopened by a replay)"
+		}
+		fmt.Fprintf(stdout, "resolved  by %s at %s%s: %s\n", r.By, r.At.Format(time.RFC3339), note, oneLine(r.Reason))
+	}
+	if d.Reason != "" {
+		fmt.Fprintf(stdout, "ignored   %s\n", oneLine(d.Reason))
 	}
 	fmt.Fprintln(stdout, "\nclaims:")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -187,6 +230,14 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printRefs(stdout, d.Claims)
+	printAttempts(stdout, d.Claims)
+	if !records.Empty() {
+		fmt.Fprintln(stdout, "\nrecords:")
+		if err := printRecords(stdout, records); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout, "\nbody:")
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, d.Body, "  ", "  ") == nil {
@@ -195,6 +246,107 @@ func eventsShow(ctx context.Context, q *pgxpool.Pool, args []string, stdout, std
 		fmt.Fprintf(stdout, "  %s\n", d.Body)
 	}
 	return nil
+}
+
+// printRefs writes what each step sends that is the same on every attempt
+// (its Message-ID, its Idempotency-Key), to look for downstream.
+func printRefs(w io.Writer, claims []ops.Claim) {
+	var lines []string
+	for _, c := range claims {
+		for _, r := range c.Refs {
+			lines = append(lines, fmt.Sprintf("  %s\t%s\t%s", c.Step, r.Name, r.Value))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nsent with:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	_ = tw.Flush()
+}
+
+// printAttempts writes every attempt of every step: when, how long, the
+// outcome, the answer's status and the error.
+func printAttempts(w io.Writer, claims []ops.Claim) {
+	fmt.Fprintln(w, "\nattempts:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STEP\t#\tSTARTED\tTOOK\tOUTCOME\tSTATUS\tBY\tERROR")
+	n := 0
+	for _, c := range claims {
+		for _, a := range c.History {
+			n++
+			took, status, by := "-", "-", a.Runner
+			if a.Outcome != "running" && a.Outcome != "unrecorded" {
+				took = a.Duration.Round(time.Millisecond).String()
+			}
+			if a.Status != 0 {
+				status = fmt.Sprint(a.Status)
+			}
+			if by == "" {
+				by = "-"
+			}
+			errText := a.Error
+			if a.ErrorClass != "" {
+				errText = a.ErrorClass + ": " + errText
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Step, a.N, ts(a.StartedAt, "-"), took, a.Outcome,
+				status, by, oneLine(errText))
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(tw, "  (none)")
+	}
+	_ = tw.Flush()
+}
+
+// printRecords prints the business rows an event concerns, one a line.
+func printRecords(w io.Writer, r ops.Records) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	wrote := func(b bool) string {
+		if b {
+			return "written by this event"
+		}
+		return "named in its body"
+	}
+	orNone := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	fmt.Fprintln(tw, "  ROW\tID\tSTATUS\tAMOUNT\tDETAIL\t")
+	for _, o := range r.Orders {
+		fmt.Fprintf(tw, "  order #%d (%s)\t%s\t%s\t%s\trefunded %s; payment %s; account %s; customer %s\t%s\n", o.ID, o.Source,
+			o.ExternalID, o.Status, money(o.AmountCents, o.Currency), money(o.AmountRefunded, o.Currency), orNone(o.PaymentIntentID),
+			orNone(o.AccountID), orNone(o.CustomerEmail), wrote(o.Wrote))
+	}
+	for _, i := range r.Invoices {
+		fmt.Fprintf(tw, "  invoice\t%s\t%s\t%s of %s\taccount %s; customer %s\t%s\n", i.StripeInvoiceID, i.Status,
+			money(i.AmountPaid, i.Currency), money(i.AmountDue, i.Currency), orNone(i.AccountID), orNone(i.CustomerEmail), wrote(i.Wrote))
+	}
+	for _, f := range r.Refunds {
+		fmt.Fprintf(tw, "  refund\t%s\trecorded\t%s\tpayment %s\twritten by this event\n", f.ChargeID,
+			money(f.AmountRefunded, f.Currency), f.PaymentIntentID)
+	}
+	for _, s := range r.Subscriptions {
+		fmt.Fprintf(tw, "  subscription (%s)\t%s\t%s\tperiod ends %s\tcancel at period end %t; customer %s; account %s; as of %s\t%s\n",
+			s.Source, s.ExternalID, s.Status, ts(s.CurrentPeriodEnd, "-"), s.CancelAtPeriodEnd, orNone(s.CustomerID),
+			orNone(s.AccountID), s.LastEventID, wrote(s.Wrote))
+	}
+	for _, x := range r.Disputes {
+		fmt.Fprintf(tw, "  dispute (%s)\t%s\t%s\t%s\treason %s; evidence due %s; payment %s; account %s; as of %s\t%s\n",
+			x.Source, x.ExternalID, x.Status, money(x.AmountCents, x.Currency), orNone(x.Reason), ts(x.EvidenceDueBy, "-"),
+			orNone(x.PaymentIntentID), orNone(x.AccountID), x.LastEventID, wrote(x.Wrote))
+	}
+	return tw.Flush()
+}
+
+// money formats an amount in a currency's minor unit.
+func money(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 }
 
 func ts(t *time.Time, none string) string {
@@ -225,24 +377,98 @@ func unconfigured(cfg config.Config) []string {
 	return missing
 }
 
-func eventsReplay(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, log *slog.Logger, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("events replay", flag.ContinueOnError)
-	parked := fs.Bool("parked", false, "replay every event with something parked")
-	since := fs.Duration("since", 0, "with --parked: only events received within this long (e.g. 24h)")
-	limit := fs.Int("limit", 10000, "with --parked: at most this many events")
-	allow := fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
-	keys, err := parseFlags(fs, args, stderr)
+// replayed is what became of one event's replay.
+type replayed struct {
+	Key string `json:"key"`
+	// Outcome is the replay's, as a delivery's would be.
+	Outcome webhooks.Outcome `json:"outcome,omitempty"`
+	// State is the event's state after the replay: a duplicate can leave
+	// a step parked that this shell could not run.
+	State webhooks.State `json:"state,omitempty"`
+	// Result sums both up: the outcome when the event is done (processed,
+	// duplicate, ignored); else parked, step_failed, lease_conflict,
+	// in_progress or error.
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// replayResults are the results a summary counts, in its order.
+var replayResults = []struct{ result, words string }{
+	{string(webhooks.OutcomeProcessed), "processed"},
+	{string(webhooks.OutcomeDuplicate), "duplicate"},
+	{string(webhooks.OutcomeIgnored), "ignored"},
+	{string(webhooks.OutcomeParked), "parked"},
+	{string(webhooks.OutcomeStepFailed), "with a step to retry"},
+	{string(webhooks.OutcomeLeaseConflict), "held by another worker"},
+	{string(webhooks.StateInProgress), "in progress"},
+	{string(webhooks.OutcomeError), "failed"},
+}
+
+// resultOf sums up a replay: r's outcome and the event's state after it.
+func resultOf(r replayed) string {
+	switch {
+	case r.Outcome == "": // not replayed: not found, the database failed
+		return string(webhooks.OutcomeError)
+	case r.Outcome == webhooks.OutcomeStepFailed, r.Outcome == webhooks.OutcomeLeaseConflict, r.Outcome == webhooks.OutcomeError:
+		return string(r.Outcome)
+	case r.State == "": // replayed, but what it left could not be read
+		return string(webhooks.OutcomeError)
+	case r.Outcome == webhooks.OutcomeParked, r.State == webhooks.StateParked:
+		return string(webhooks.OutcomeParked)
+	case r.State == webhooks.StateFailed:
+		return string(webhooks.OutcomeStepFailed)
+	case r.State == webhooks.StateInProgress:
+		return string(webhooks.StateInProgress)
+	}
+	return string(r.Outcome)
+}
+
+// summary is a count of each result, in words: "1 processed, 1 parked".
+func summary(counts map[string]int) string {
+	var parts []string
+	for _, r := range replayResults {
+		if n := counts[r.result]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, r.words))
+		}
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func eventsReplay(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) error {
+	c := newCommand("events replay", replaySynopsis,
+		"Runs stored events again from their bodies, through the same claims as a delivery: parked\n"+
+			"work is reopened, done work is left as it is. A line per event on stdout (a JSON report\n"+
+			"with --json), a summary on stderr. Steps run with this shell's configuration, which must\n"+
+			"have the server's SMTP_ADDR and FULFILLMENT_URL (or --allow-unconfigured).\n"+
+			"Exit 0 when every event is done, 3 when one is left parked, 1 when one failed.")
+	parked := c.fs.Bool("parked", false, "replay every event with something parked")
+	since := c.fs.Duration("since", 0, "with --parked: only events received within this long (e.g. 24h)")
+	limit := c.fs.Int("limit", 10000, "with --parked: at most `N` events")
+	allow := c.fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
+	asJSON := c.fs.Bool("json", false, "print a JSON report of every event's result and the counts")
+	keys, err := c.parse(args, stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case *parked && len(keys) > 0:
-		return usageError{"events replay takes KEYs or --parked, not both"}
+		return c.fail("takes KEYs or --parked, not both")
 	case *parked && *since <= 0:
-		return usageError{"events replay --parked needs --since DURATION (e.g. --since 24h)"}
+		return c.fail("--parked needs --since DURATION (e.g. --since 24h)")
 	case !*parked && len(keys) == 0:
-		return usageError{"events replay needs KEYs or --parked --since DURATION"}
+		return c.fail("needs KEYs, or --parked --since DURATION")
+	case *limit <= 0:
+		return c.fail("--limit must be positive")
 	}
+	env, err := openOperator(ctx, getenv, stderr, 4)
+	if err != nil {
+		return err
+	}
+	defer env.pool.Close()
+	cfg, pool, log := env.cfg, env.pool, env.log
 	if missing := unconfigured(cfg); len(missing) > 0 && !*allow {
 		return fmt.Errorf("events replay runs steps with this shell's configuration, which lacks the server's:\n  %s\n"+
 			"set them as the server has them, or pass --allow-unconfigured to accept that", strings.Join(missing, "\n  "))
@@ -264,21 +490,45 @@ func eventsReplay(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, lo
 		fmt.Fprintf(stderr, "%d parked events received in the last %s\n", len(keys), *since)
 	}
 
-	counts := map[webhooks.Outcome]int{}
-	var failed int
+	counts := map[string]int{}
+	results := make([]replayed, 0, len(keys))
 	last := time.Now()
 	for i, key := range keys {
+		r := replayed{Key: key}
 		res, err := ops.Replay(ctx, pool, proc, provs, key, "cli", log)
 		switch {
 		case err != nil:
-			failed++
-			fmt.Fprintf(stdout, "%s: error: %v\n", key, err)
+			r.Error = err.Error()
 		case res.Err != nil:
-			counts[res.Outcome]++
-			fmt.Fprintf(stdout, "%s: %s: %v\n", key, res.Outcome, res.Err)
+			r.Outcome, r.Error = res.Outcome, res.Err.Error()
 		default:
-			counts[res.Outcome]++
-			fmt.Fprintf(stdout, "%s: %s\n", key, res.Outcome)
+			r.Outcome = res.Outcome
+		}
+		if err == nil {
+			// What the replay left: a duplicate may leave a step parked.
+			if d, err := ops.Show(ctx, pool, key); err != nil {
+				r.Error = strings.TrimPrefix(r.Error+"; read its state: "+err.Error(), "; ")
+			} else {
+				r.State = d.State
+			}
+		}
+		r.Result = resultOf(r)
+		counts[r.Result]++
+		results = append(results, r)
+		if !*asJSON {
+			line := key + ": "
+			if r.Outcome != "" {
+				line += string(r.Outcome)
+			} else {
+				line += "error"
+			}
+			if r.Error != "" {
+				line += ": " + oneLine(r.Error)
+			}
+			if r.Result != string(r.Outcome) && r.Outcome != "" && r.State != "" {
+				line += " (left " + string(r.State) + ")"
+			}
+			fmt.Fprintln(stdout, line)
 		}
 		if len(keys) > 20 && (time.Since(last) > time.Second || i == len(keys)-1) {
 			fmt.Fprintf(stderr, "replayed %d/%d\n", i+1, len(keys))
@@ -288,11 +538,82 @@ func eventsReplay(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, lo
 			return ctx.Err()
 		}
 	}
-	fmt.Fprintf(stderr, "replayed %d events: %v, %d errors\n", len(keys), counts, failed)
-	notDone := failed + counts[webhooks.OutcomeStepFailed] + counts[webhooks.OutcomeLeaseConflict] + counts[webhooks.OutcomeError]
-	if notDone > 0 {
-		return fmt.Errorf("%d of %d events are not done", notDone, len(keys))
+	left := counts[string(webhooks.OutcomeParked)]
+	notDone := 0
+	for _, r := range results {
+		if !slices.Contains([]string{string(webhooks.OutcomeProcessed), string(webhooks.OutcomeDuplicate),
+			string(webhooks.OutcomeIgnored), string(webhooks.OutcomeParked)}, r.Result) {
+			notDone++
+		}
 	}
+	if *asJSON {
+		if err := printJSON(stdout, struct {
+			Events     []replayed     `json:"events"`
+			Counts     map[string]int `json:"counts"`
+			LeftParked int            `json:"left_parked"`
+			NotDone    int            `json:"not_done"`
+		}{results, counts, left, notDone}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(stderr, "replayed %d events: %s\n", len(keys), summary(counts))
+	switch {
+	case notDone > 0:
+		return fmt.Errorf("%d of %d events are not done", notDone, len(keys))
+	case left > 0:
+		return unresolvedError{fmt.Sprintf("server events replay: %d of %d events left parked (server events show KEY says why)", left, len(keys))}
+	}
+	return nil
+}
+
+// stateList lists the states a listing can be filtered by.
+var stateList = func() string {
+	var names []string
+	for _, s := range webhooks.States {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}()
+
+func eventsResolve(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) error {
+	c := newCommand("events resolve", resolveSynopsis,
+		"Closes a parked event that no replay can fix (a refund for an order the fulfillment API will\n"+
+			"never know, a body whose fields cannot be read): its parked claims become resolved and leave\n"+
+			"the parked count, the metrics and the alerts; its body and attempts stay; prune treats it as\n"+
+			"finished. The reason, who (cli and $USER) and when are kept with it. `events replay KEY`\n"+
+			"reopens it. Only an event with something parked can be resolved: any other is refused (exit 1).")
+	reason := c.fs.String("reason", "", "why no replay can fix it (kept with the event; required)")
+	asJSON := c.fs.Bool("json", false, "print what was resolved as JSON")
+	keys, err := c.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(keys) != 1:
+		return c.fail("needs one KEY, got %d", len(keys))
+	case strings.TrimSpace(*reason) == "":
+		return c.fail("needs --reason TEXT: say why no replay can fix it")
+	case len([]rune(*reason)) > ops.MaxReasonLength:
+		return c.fail("--reason is longer than %d characters", ops.MaxReasonLength)
+	}
+	env, err := openOperator(ctx, getenv, stderr, 2)
+	if err != nil {
+		return err
+	}
+	defer env.pool.Close()
+	user := getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	res, err := ops.Resolve(ctx, env.pool, keys[0], *reason, "cli "+user, env.log)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "%s: resolved (%d claims closed: %s), now %s\n", res.Key, len(res.Closed),
+		strings.Join(res.Closed, ", "), res.State)
 	return nil
 }
 
@@ -300,22 +621,42 @@ func eventsReplay(ctx context.Context, cfg config.Config, pool *pgxpool.Pool, lo
 // provider: 30 days, or the provider's floor when that is longer.
 const pruneDefault = 30 * 24 * time.Hour
 
-func eventsPrune(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("events prune", flag.ContinueOnError)
-	olderThan := fs.Duration("older-than", 0, "delete done events older than this (e.g. 720h); a provider whose floor is longer keeps its floor")
+// pruned is what prune did (or, in a dry run, would do) to one source.
+type pruned struct {
+	Source string `json:"source"`
+	// Window is the age past which done events were deleted, a Go
+	// duration; AtFloor when it was raised to the provider's floor.
+	Window        string  `json:"window"`
+	WindowSeconds float64 `json:"window_seconds"`
+	AtFloor       bool    `json:"at_floor,omitempty"`
+	Events        int64   `json:"events"`
+	Claims        int64   `json:"claims"`
+}
+
+func eventsPrune(ctx context.Context, getenv func(string) string, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
+	c := newCommand("events prune", pruneSynopsis(specs),
+		"Deletes events whose every claim is final (done, or skipped steps), with their bodies,\n"+
+			"older than each provider's window, in batches. A window below a provider's floor is\n"+
+			"refused unless --force; --older-than is raised to a provider's floor where that is longer.")
+	olderThan := c.fs.Duration("older-than", 0, "delete done events older than this (e.g. 720h); a provider whose floor is longer keeps its floor")
 	own := map[string]*time.Duration{}
 	for _, s := range specs {
-		own[s.Source] = fs.Duration(s.Source+"-older-than", 0,
+		own[s.Source] = c.fs.Duration(s.Source+"-older-than", 0,
 			fmt.Sprintf("window of %s events (default: --older-than, at least %s)", s.Source, s.Retention))
 	}
-	batch := fs.Int("batch", 1000, "events deleted per transaction")
-	dryRun := fs.Bool("dry-run", false, "count what would be deleted; delete nothing")
-	force := fs.Bool("force", false, "accept windows below a provider's floor")
-	if _, err := parseFlags(fs, args, stderr); err != nil {
+	batch := c.fs.Int("batch", 1000, "`N` events deleted per transaction")
+	dryRun := c.fs.Bool("dry-run", false, "count what would be deleted; delete nothing")
+	force := c.fs.Bool("force", false, "accept windows below a provider's floor")
+	asJSON := c.fs.Bool("json", false, "print what was deleted (or would be) per source as JSON")
+	rest, err := c.parse(args, stdout)
+	if err != nil {
 		return err
 	}
+	if len(rest) > 0 {
+		return c.fail("takes no arguments, got %q", rest)
+	}
 	if *batch <= 0 {
-		return usageError{"--batch must be positive"}
+		return c.fail("--batch must be positive")
 	}
 	// Negative windows are refused outright; windows below a floor unless
 	// --force: a key pruned inside the sender's retry window makes its
@@ -335,38 +676,57 @@ func eventsPrune(ctx context.Context, q *pgxpool.Pool, specs []webhooks.Spec, ar
 		check(s.Source+"-older-than", *own[s.Source], s.Retention)
 	}
 	if *olderThan == 0 && !slices.ContainsFunc(specs, func(s webhooks.Spec) bool { return *own[s.Source] > 0 }) {
-		return usageError{"events prune needs --older-than DURATION (e.g. --older-than 720h)"}
+		return c.fail("needs --older-than DURATION (e.g. --older-than 720h)")
 	}
 	check("older-than", *olderThan, minFloor)
 	if len(problems) > 0 {
-		for _, p := range problems {
-			fmt.Fprintln(stderr, "events prune:", p)
-		}
-		return usageError{"events prune: window refused"}
+		return c.fail("window refused, nothing deleted:\n  %s", strings.Join(problems, "\n  "))
 	}
 
+	env, err := openOperator(ctx, getenv, stderr, 4)
+	if err != nil {
+		return err
+	}
+	defer env.pool.Close()
 	verb := "deleted"
 	if *dryRun {
 		verb = "would delete"
 	}
+	var out []pruned
 	for _, s := range specs {
-		window, note := *own[s.Source], ""
+		p := pruned{Source: s.Source}
+		window := *own[s.Source]
 		if window == 0 {
 			window = *olderThan
 			if window == 0 {
 				window = max(pruneDefault, s.Retention)
 			}
 			if window < s.Retention && !*force {
-				window, note = s.Retention, " (its floor)"
+				window, p.AtFloor = s.Retention, true
 			}
 		}
-		res, err := ops.Prune(ctx, q, s.Source, window, *batch, *dryRun, func(p ops.PruneResult) {
+		p.Window, p.WindowSeconds = window.String(), window.Seconds()
+		res, err := ops.Prune(ctx, env.pool, s.Source, window, *batch, *dryRun, func(p ops.PruneResult) {
 			fmt.Fprintf(stderr, "%s: %d events pruned so far\n", s.Source, p.Events)
 		})
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "%s: %s %d events (%d claim rows) older than %s%s\n", s.Source, verb, res.Events, res.Claims, window, note)
+		p.Events, p.Claims = res.Events, res.Claims
+		out = append(out, p)
+		if !*asJSON {
+			note := ""
+			if p.AtFloor {
+				note = " (its floor)"
+			}
+			fmt.Fprintf(stdout, "%s: %s %d events (%d claim rows) older than %s%s\n", s.Source, verb, res.Events, res.Claims, window, note)
+		}
+	}
+	if *asJSON {
+		return printJSON(stdout, struct {
+			DryRun  bool     `json:"dry_run"`
+			Sources []pruned `json:"sources"`
+		}{*dryRun, out})
 	}
 	return nil
 }

@@ -38,6 +38,7 @@ func operator(t *testing.T, r *rt.Receiver) func(args ...string) (string, string
 		"NOTIFY_EMAIL":    r.Config.NotifyEmail,
 		"MAIL_FROM":       r.Config.MailFrom,
 	}
+	env["FULFILLMENT_SECRET"] = rt.FulfillmentSecret // the receiver's: replays sign their calls as it does
 	return func(args ...string) (string, string, error) {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append([]string{"events"}, args...), getenv(env), &out, &errOut)
@@ -283,9 +284,11 @@ func TestEventsReplayNeedsDeliveryConfig(t *testing.T) {
 	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = 'evt_bad/fulfillment' AND status = 'parked'`); n != 1 {
 		t.Fatal("a refused replay changed the parked step")
 	}
+	// The replay changes nothing, and the event is left parked: not a
+	// success (exit 3).
 	out, err = bare("evt_bad", "--allow-unconfigured")
-	if err != nil || !strings.Contains(out, "evt_bad: duplicate") {
-		t.Fatalf("replay --allow-unconfigured: %q, %v", out, err)
+	if exitCode(err) != exitUnresolved || !strings.Contains(out, "evt_bad: duplicate (left parked)") || !strings.Contains(out, "1 parked") {
+		t.Fatalf("replay --allow-unconfigured: %q, exit %d (%v); want the event left parked, exit 3", out, exitCode(err), err)
 	}
 	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = 'evt_bad/fulfillment' AND status = 'parked'`); n != 1 ||
 		len(r.API.Requests()) != calls {
@@ -294,3 +297,236 @@ func TestEventsReplayNeedsDeliveryConfig(t *testing.T) {
 }
 
 func fulfillmentKey(stepKey string) string { return fulfillment.IdempotencyKey(stepKey) }
+
+// TestEventsReplayExitCodes: a replay's exit status and summary say what
+// it left. An event the fulfillment API refuses again is left parked: exit
+// 3, "1 parked"; once the API accepts, the same replay is done: exit 0; a
+// key with no event is a failure: exit 1. --json is one report a script
+// reads.
+func TestEventsReplayExitCodes(t *testing.T) {
+	r, events := setup(t)
+	r.API.SetStatus(422)
+	out, stderr, err := events("replay", "evt_done1", "evt_bad")
+	if exitCode(err) != exitUnresolved || !strings.Contains(out, "evt_done1: duplicate\n") || !strings.Contains(out, "evt_bad: ") ||
+		!strings.Contains(stderr, "replayed 2 events: 1 duplicate, 1 parked\n") || !strings.Contains(stderr, "1 of 2 events left parked") {
+		t.Fatalf("replay with the API refusing again: exit %d (%v)\nstdout %q\nstderr %q; want exit 3 and 1 duplicate, 1 parked",
+			exitCode(err), err, out, stderr)
+	}
+	t.Logf("replay with the API refusing again: exit %d\n%s%s", exitCode(err), out, stderr)
+
+	type report struct {
+		Events []struct {
+			Key, Outcome, State, Result, Error string
+		}
+		Counts     map[string]int
+		LeftParked int `json:"left_parked"`
+		NotDone    int `json:"not_done"`
+	}
+	readReport := func(out string) report {
+		t.Helper()
+		var rep report
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("replay --json printed %q: %v", out, err)
+		}
+		return rep
+	}
+	out, _, err = events("replay", "--json", "evt_done1", "evt_bad")
+	rep := readReport(out)
+	if exitCode(err) != exitUnresolved || rep.LeftParked != 1 || rep.NotDone != 0 ||
+		!cmp.Equal(rep.Counts, map[string]int{"duplicate": 1, "parked": 1}) || len(rep.Events) != 2 ||
+		rep.Events[1].Key != "evt_bad" || rep.Events[1].State != "parked" || rep.Events[1].Result != "parked" {
+		t.Fatalf("replay --json: exit %d, %+v", exitCode(err), rep)
+	}
+	if _, stderr, err := events("replay", "--parked", "--since", "1h"); exitCode(err) != exitUnresolved || !strings.Contains(stderr, "1 parked") {
+		t.Fatalf("replay --parked with the API refusing again: exit %d (%v) %q", exitCode(err), err, stderr)
+	}
+
+	r.API.SetStatus(0)
+	out, stderr, err = events("replay", "--json", "evt_bad")
+	rep = readReport(out)
+	if err != nil || rep.LeftParked != 0 || len(rep.Events) != 1 || rep.Events[0].State != "done" ||
+		!strings.Contains(stderr, "replayed 1 events: 1 processed\n") {
+		t.Fatalf("replay once the API accepts: %v, %+v, %q; want exit 0 and the event done", err, rep, stderr)
+	}
+
+	out, stderr, err = events("replay", "evt_missing", "evt_done1")
+	if exitCode(err) != exitFailure || !strings.Contains(out, "evt_missing: error: ") || !strings.Contains(out, "not found") ||
+		!strings.Contains(stderr, "1 duplicate, 1 failed") || !strings.Contains(stderr, "1 of 2 events are not done") {
+		t.Fatalf("replay of a missing key: exit %d (%v)\n%q\n%q; want exit 1", exitCode(err), err, out, stderr)
+	}
+}
+
+// TestEventsJSON: show and prune print JSON a script can read.
+func TestEventsJSON(t *testing.T) {
+	r, events := setup(t)
+	out, _, err := events("show", "evt_bad", "--json")
+	var d struct {
+		Key, State string
+		Claims     []struct{ Key, Status string }
+		Body       map[string]any
+	}
+	if err != nil || json.Unmarshal([]byte(out), &d) != nil || d.Key != "evt_bad" || d.State != "parked" || len(d.Claims) != 3 ||
+		d.Body["id"] != "evt_bad" {
+		t.Fatalf("show --json: %v, %q", err, out)
+	}
+
+	if _, err := r.Pool.Exec(context.Background(), `UPDATE processed_events SET claimed_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = events("prune", "--older-than", "720h", "--dry-run", "--json")
+	var p struct {
+		DryRun  bool `json:"dry_run"`
+		Sources []struct {
+			Source        string
+			Window        string
+			WindowSeconds float64 `json:"window_seconds"`
+			AtFloor       bool    `json:"at_floor"`
+			Events        int64
+			Claims        int64
+		}
+	}
+	if err != nil || json.Unmarshal([]byte(out), &p) != nil || !p.DryRun || len(p.Sources) == 0 {
+		t.Fatalf("prune --json: %v, %q", err, out)
+	}
+	got := map[string]string{}
+	for _, s := range p.Sources {
+		got[s.Source] = fmt.Sprintf("%s %v %d %d", s.Window, s.AtFloor, s.Events, s.Claims)
+	}
+	if got["stripe"] != "720h0m0s false 3 7" || got["github"] != "2160h0m0s true 0 0" {
+		t.Errorf("prune --json: %v; want stripe's 3 events (7 claim rows) at 720h, github at its floor", got)
+	}
+}
+
+// TestEventsResolve: `events resolve` closes the parked event with a
+// reason (the parked count and listing lose it, `--status resolved` lists
+// it, show says who and why); a usage error exits 2, an event with nothing
+// parked is refused (exit 1) saying what it is; prune treats it as finished.
+func TestEventsResolve(t *testing.T) {
+	r, events := setup(t)
+	parked := func() int {
+		return r.Count(t, `SELECT count(*) FROM processed_events WHERE status = 'parked'`)
+	}
+	listed := func(state string) string {
+		out, _, err := events("list", "--status", state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if parked() != 1 || !strings.Contains(listed("parked"), "evt_bad") {
+		t.Fatalf("before: %d parked claims, listing %q", parked(), listed("parked"))
+	}
+	t.Logf("before: %d parked claims; events list --status parked:\n%s", parked(), listed("parked"))
+
+	for _, args := range [][]string{{"resolve", "evt_bad"}, {"resolve", "--reason", "x"}, {"resolve", "evt_bad", "--reason", "  "},
+		{"resolve", "evt_bad", "evt_done1", "--reason", "x"}} {
+		_, stderr, err := events(args...)
+		if exitCode(err) != 2 || !strings.Contains(stderr, "usage:") {
+			t.Errorf("events %v: exit %d, stderr %q; want a usage error", args, exitCode(err), stderr)
+		}
+	}
+	_, stderr, err := events("resolve", "evt_done1", "--reason", "nothing to close")
+	if exitCode(err) != 1 || !strings.Contains(stderr, "evt_done1 is done; only a parked event") {
+		t.Errorf("resolving a done event: exit %d, stderr %q", exitCode(err), stderr)
+	}
+
+	env := operatorEnvWith(r, map[string]string{"USER": "ana"})
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"events", "resolve", "evt_bad", "--reason", "refunded by hand; never to ship", "--json"},
+		env, &out, &errOut)
+	if err != nil {
+		t.Fatalf("resolve: %v %s", err, errOut.String())
+	}
+	var res struct {
+		Key        string
+		State      string
+		Closed     []string
+		Resolution struct{ Reason, By string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("--json printed %q: %v", out.String(), err)
+	}
+	if res.State != "resolved" || len(res.Closed) != 2 || res.Resolution.By != "cli ana" ||
+		res.Resolution.Reason != "refunded by hand; never to ship" {
+		t.Errorf("resolved %+v", res)
+	}
+	if parked() != 0 || strings.Contains(listed("parked"), "evt_bad") || !strings.Contains(listed("resolved"), "evt_bad") {
+		t.Errorf("after: %d parked claims; parked listing %q; resolved listing %q", parked(), listed("parked"), listed("resolved"))
+	}
+	t.Logf("after: %d parked claims; events list --status resolved:\n%s", parked(), listed("resolved"))
+	show, _, err := events("show", "evt_bad")
+	if err != nil || !strings.Contains(show, "state     resolved") || !strings.Contains(show, "resolved  by cli ana at ") ||
+		!strings.Contains(show, "refunded by hand; never to ship") {
+		t.Errorf("show after resolve: %v\n%s", err, show)
+	}
+	_, stderr, err = events("resolve", "evt_bad", "--reason", "again")
+	if exitCode(err) != 1 || !strings.Contains(stderr, "resolved already, by cli ana") {
+		t.Errorf("resolving twice: exit %d, stderr %q", exitCode(err), stderr)
+	}
+	if _, err := r.Pool.Exec(context.Background(), `UPDATE processed_events SET claimed_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	out2, _, err := events("prune", "--older-than", "720h")
+	if err != nil || !strings.Contains(out2, "stripe: deleted 4 events") {
+		t.Errorf("prune after resolve: %v %q; want the resolved event pruned with the done ones", err, out2)
+	}
+}
+
+// TestEventsShowAttempts: show lists every attempt of every step, with its
+// outcome and the API's status, in text and JSON.
+func TestEventsShowAttempts(t *testing.T) {
+	r := rt.New(t)
+	events := operator(t, r)
+	r.API.SetStatus(503)
+	if res := r.Deliver(t, stripe.Spec, checkout("flaky"), nil); res.Status != 502 {
+		t.Fatalf("delivery: %d", res.Status)
+	}
+	r.API.SetStatus(0)
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("flaky"), nil))
+	out, _, err := events("show", "evt_flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"attempts:", "STATUS", "fulfillment         1", "failed", "503", "*fulfillment.StatusError",
+		"fulfillment         2", "email.confirmation  1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = events("show", "evt_flaky", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Claims []struct {
+			Step    string
+			History []struct {
+				Attempt int
+				Outcome string
+				Status  int
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range d.Claims {
+		for _, a := range c.History {
+			got = append(got, fmt.Sprintf("%s %d %s %d", c.Step, a.Attempt, a.Outcome, a.Status))
+		}
+	}
+	want := []string{"email.confirmation 1 done 0", "fulfillment 1 failed 503", "fulfillment 2 done 0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("--json attempts (-want +got):\n%s", diff)
+	}
+}
+
+// operatorEnvWith is the operator's environment with more variables.
+func operatorEnvWith(r *rt.Receiver, more map[string]string) func(string) string {
+	env := map[string]string{"DATABASE_URL": r.Config.DatabaseURL}
+	for k, v := range more {
+		env[k] = v
+	}
+	return getenv(env)
+}

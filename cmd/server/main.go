@@ -1,5 +1,7 @@
 // Command server is the webhook receiver. With no arguments it serves HTTP;
-// `server migrate up|down N|version` manages the schema.
+// `server migrate`, `server events`, `server reconcile`, `server
+// healthcheck` and `server version` are its operator commands, each with
+// --help (which needs no configuration) and the exit statuses of cli.go.
 //
 // Configuration comes from the environment; see the README.
 package main
@@ -21,6 +23,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/version"
 )
 
 // gcPercent is the collector's target when GOGC is not set. The
@@ -42,56 +45,72 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	stop()
-	if err != nil {
-		var u usageError
-		if !errors.As(err, &u) {
-			fmt.Fprintln(os.Stderr, "error:", err)
-		}
-		os.Exit(exitCode(err))
-	}
-}
-
-// usageError is a command line the binary does not understand.
-type usageError struct{ msg string }
-
-func (u usageError) Error() string { return u.msg }
-
-func exitCode(err error) int {
-	var u usageError
-	if errors.As(err, &u) {
-		return 2
-	}
-	return 1
+	os.Exit(exitCode(err))
 }
 
 const usage = `usage:
-  server                      serve HTTP (configuration from the environment)
-  server migrate up           apply every pending migration
-  server migrate down N       roll back N migrations
-  server migrate version      print the schema version
-  server events ...           list, show, replay and prune events (server events for help)
-  server reconcile NAME ...   catch up on events the providers' deliveries missed (server reconcile for help)
+  server                            serve HTTP (configuration from the environment)
+  server migrate up|down N|version  manage the schema (server migrate --help)
+  server events COMMAND ...         list, show, replay, resolve and prune events (server events --help)
+  server reconcile NAME ...         catch up on events the deliveries missed (server reconcile --help)
+  server healthcheck [--url URL]    exit 0 when the server on HTTP_ADDR answers GET /healthz
+  server version [--json]           the version this binary was built as (also: server --version)
+  server help COMMAND ...           a command's usage (also: server COMMAND ... --help)
+
+Every command takes --help, and --json where it prints a result.
+Exit status: 0 done; 1 failed (or left work that is retried); 2 usage error,
+nothing done; 3 done, but something waits for an operator (an event left
+parked, a finding unresolved).
 `
 
 // run is the whole program, with its inputs passed in so that tests can
-// drive it.
+// drive it. It writes what an error means to stderr (report) and returns
+// it; exitCode turns it into the exit status.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "serve" {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	report(err, stderr)
+	if errors.Is(err, errHelp) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
 		return serve(ctx, getenv, stdout)
 	}
 	switch args[0] {
+	case "serve":
+		c := newCommand("serve", "server [serve]",
+			"Serves HTTP: the webhook routes, /healthz, /readyz, /metrics, and the console on ADMIN_ADDR.\n"+
+				"Configuration comes from the environment (see the README); DATABASE_URL is required.")
+		rest, err := c.parse(args[1:], stdout)
+		if err != nil {
+			return err
+		}
+		if len(rest) > 0 {
+			return c.fail("takes no arguments, got %q", rest)
+		}
+		return serve(ctx, getenv, stdout)
 	case "migrate":
-		return migrateCmd(args[1:], getenv, stdout, stderr)
+		return migrateCmd(args[1:], getenv, stdout)
 	case "events":
 		return eventsCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, args[1:], getenv, stdout, stderr)
-	case "help", "-h", "--help":
+	case "healthcheck":
+		return healthcheckCmd(ctx, args[1:], getenv, stdout)
+	case "version", "-version", "--version":
+		return versionCmd(args[1:], stdout)
+	case "help", "-h", "-help", "--help":
+		if args[0] == "help" && len(args) > 1 {
+			// server help events list: server events list --help.
+			return dispatch(ctx, append(args[1:len(args):len(args)], "--help"), getenv, stdout, stderr)
+		}
 		fmt.Fprint(stdout, usage)
-		return nil
+		return errHelp
 	}
-	fmt.Fprintf(stderr, "unknown command %q\n%s", args[0], usage)
-	return usageError{"unknown command"}
+	return usageError{msg: fmt.Sprintf("server: unknown command %q", args[0]), usage: usage}
 }
 
 func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
@@ -101,7 +120,11 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	}
 	log := slog.New(reqlog.NewHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
 	slog.SetDefault(log)
-	log.Info("starting receiver", "config", cfg)
+	v := version.Get()
+	log.Info("starting receiver", "version", v.Version, "go", v.GoVersion, "config", cfg)
+	for _, w := range cfg.Warnings {
+		log.Warn("weak configuration", "variable", w.Var, "problem", w.Message)
+	}
 
 	srv, err := server.New(ctx, cfg, providers.Registry(), log)
 	if err != nil {
@@ -115,43 +138,95 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	return nil
 }
 
-func migrateCmd(args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// versionCmd is `server version`: the version this binary was built as.
+func versionCmd(args []string, stdout io.Writer) error {
+	c := newCommand("version", "server version [--json]",
+		"Prints the version this binary was built as (stamped by make build and the Dockerfile\n"+
+			"from git describe; else the source revision Go recorded), and the Go it was built with.")
+	asJSON := c.fs.Bool("json", false, "print the version, Go version, platform and source revision as JSON")
+	rest, err := c.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	if len(rest) > 0 {
+		return c.fail("takes no arguments, got %q", rest)
+	}
+	v := version.Get()
+	if *asJSON {
+		return printJSON(stdout, v)
+	}
+	_, err = fmt.Fprintf(stdout, "paywebhooks receiver %s (%s %s)\n", v.Version, v.GoVersion, v.Platform)
+	return err
+}
+
+var migrateGroup = group{name: "migrate", usage: `usage:
+  server migrate up [--json]        apply every pending migration
+  server migrate down N [--json]    roll back N migrations
+  server migrate version [--json]   print the schema version
+
+Each prints the schema version it leaves (and the latest this binary embeds).
+DATABASE_URL names the database.
+`}
+
+func migrateCmd(args []string, getenv func(string) string, stdout io.Writer) error {
+	sub, err := migrateGroup.subcommand(args, stdout)
+	if err != nil {
+		return err
+	}
+	var c *command
+	switch sub {
+	case "up":
+		c = newCommand("migrate up", "server migrate up [--json]",
+			"Applies every pending migration, under golang-migrate's advisory lock.")
+	case "down":
+		c = newCommand("migrate down", "server migrate down N [--json]", "Rolls back the last N migrations.")
+	case "version":
+		c = newCommand("migrate version", "server migrate version [--json]",
+			"Prints the schema version, and the latest this binary embeds.")
+	default:
+		return migrateGroup.unknown(sub)
+	}
+	asJSON := c.fs.Bool("json", false, `print {"version", "latest", "dirty"} as JSON`)
+	rest, err := c.parse(args[1:], stdout)
+	if err != nil {
+		return err
+	}
+	var n int
+	switch {
+	case sub == "down" && len(rest) != 1:
+		return c.fail("needs N, the number of migrations to roll back")
+	case sub == "down":
+		if n, err = strconv.Atoi(rest[0]); err != nil || n <= 0 {
+			return c.fail("N must be a positive number, got %q", rest[0])
+		}
+	case len(rest) > 0:
+		return c.fail("takes no arguments, got %q", rest)
+	}
 	url := getenv("DATABASE_URL")
 	if url == "" {
 		return errors.New("DATABASE_URL is required")
 	}
-	if len(args) == 0 {
-		fmt.Fprint(stderr, usage)
-		return usageError{"migrate needs up, down N or version"}
-	}
-	switch args[0] {
+	switch sub {
 	case "up":
-		if err := db.Migrate(url); err != nil {
-			return err
-		}
+		err = db.Migrate(url)
 	case "down":
-		if len(args) != 2 {
-			fmt.Fprint(stderr, usage)
-			return usageError{"migrate down needs N"}
-		}
-		n, err := strconv.Atoi(args[1])
-		if err != nil || n <= 0 {
-			fmt.Fprintf(stderr, "migrate down: N must be a positive number, got %q\n", args[1])
-			return usageError{"bad N"}
-		}
-		if err := db.MigrateDown(url, n); err != nil {
-			return err
-		}
-	case "version":
-	default:
-		fmt.Fprintf(stderr, "unknown migrate command %q\n%s", args[0], usage)
-		return usageError{"unknown migrate command"}
+		err = db.MigrateDown(url, n)
+	}
+	if err != nil {
+		return err
 	}
 	v, dirty, err := db.Version(url)
 	if err != nil {
 		return err
 	}
 	latest, _ := db.LatestVersion()
+	if *asJSON {
+		return printJSON(stdout, struct {
+			Version uint `json:"version"`
+			Latest  uint `json:"latest"`
+			Dirty   bool `json:"dirty"`
+		}{v, latest, dirty})
+	}
 	fmt.Fprintf(stdout, "schema version %d (latest %d)%s\n", v, latest, map[bool]string{true: ", dirty", false: ""}[dirty])
 	return nil
 }

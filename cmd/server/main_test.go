@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -63,6 +64,14 @@ func TestMigrateCommand(t *testing.T) {
 		if err != nil || !strings.Contains(out, s.want) {
 			t.Fatalf("server %s: %q, %v; want %q", strings.Join(s.args, " "), out, err, s.want)
 		}
+	}
+	out, err := cmd("migrate", "version", "--json")
+	var mv struct {
+		Version, Latest uint
+		Dirty           bool
+	}
+	if err != nil || json.Unmarshal([]byte(out), &mv) != nil || mv.Version != latest || mv.Latest != latest || mv.Dirty {
+		t.Fatalf("migrate version --json: %v, %q", err, out)
 	}
 	for _, bad := range [][]string{{"migrate"}, {"migrate", "down"}, {"migrate", "down", "x"}, {"migrate", "sideways"}, {"frobnicate"}} {
 		if _, err := cmd(bad...); err == nil || exitCode(err) != 2 {

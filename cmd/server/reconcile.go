@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,70 +21,86 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-func reconcileUsage() string {
+// reconcileSynopsis is the synopsis of `server reconcile <r.Name>`.
+func reconcileSynopsis(r reconcile.Reconciler) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server reconcile %s", r.Name)
+	if r.Takes("since") {
+		b.WriteString(" [--since D | --resume]")
+	}
+	if r.Takes("types") {
+		b.WriteString(" [--types T,…]")
+	}
+	if r.Takes("failed-only") {
+		b.WriteString(" [--failed-only]")
+	}
+	b.WriteString(" [--dry-run] [--allow-unconfigured] [--json]")
+	return b.String()
+}
+
+func reconcileGroup() group {
 	var b strings.Builder
 	b.WriteString("usage:\n")
 	for _, r := range providers.Reconcilers() {
-		fmt.Fprintf(&b, "  server reconcile %s", r.Name)
-		if r.Takes("since") {
-			b.WriteString(" [--since D | --resume]")
-		}
-		if r.Takes("types") {
-			b.WriteString(" [--types T,…]")
-		}
-		if r.Takes("failed-only") {
-			b.WriteString(" [--failed-only]")
-		}
-		b.WriteString(" [--dry-run] [--allow-unconfigured]\n")
+		b.WriteString("  " + reconcileSynopsis(r) + "\n")
 	}
-	return b.String()
+	b.WriteString(`
+Catches up on events a provider's deliveries missed, through the same processor and claims
+as a delivery. server reconcile NAME --help for its flags.
+`)
+	return group{name: "reconcile", usage: b.String()}
 }
 
 // reconcileCmd is `server reconcile <name>`: one run of a provider's
 // catch-up, through the same processor and claims as a delivery, printing
-// a line per event (or finding) it acts on and a summary. It exits non-zero
-// when the run fails or leaves anything unprocessed.
+// a line per event (or finding) it acts on and a summary. It exits 1 when
+// the run fails or leaves anything unprocessed, 3 when it leaves something
+// for an operator (an event parked, a finding it only reports).
 func reconcileCmd(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, reconcileUsage())
-		return usageError{"reconcile needs a name"}
+	g := reconcileGroup()
+	name, err := g.subcommand(args, stdout)
+	if err != nil {
+		return err
 	}
 	var rec reconcile.Reconciler
 	for _, r := range providers.Reconcilers() {
-		if r.Name == args[0] {
+		if r.Name == name {
 			rec = r
 		}
 	}
 	if rec.Name == "" {
-		fmt.Fprintf(stderr, "unknown reconciliation %q\n%s", args[0], reconcileUsage())
-		return usageError{"unknown reconciliation"}
+		return usageError{msg: fmt.Sprintf("server reconcile: unknown reconciliation %q", name), usage: g.usage}
 	}
-	fs := flag.NewFlagSet("reconcile "+rec.Name, flag.ContinueOnError)
+	c := newCommand("reconcile "+rec.Name, reconcileSynopsis(rec),
+		"A line per event processed (or finding) and a summary on stdout; with --json, the lines go\n"+
+			"to stderr and the summary is printed as JSON. Exit 0 when everything found is handled,\n"+
+			"3 when something is left for an operator (parked, or reported only), 1 on failure.")
 	var o reconcile.Options
 	var types string
-	fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be processed (or corrected) and write nothing")
-	allow := fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
+	c.fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be processed (or corrected) and write nothing")
+	allow := c.fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
+	asJSON := c.fs.Bool("json", false, "print the run's summary as JSON (the per-event lines go to stderr)")
 	if rec.Takes("since") {
-		fs.DurationVar(&o.Since, "since", 0, "events created within this long (e.g. 72h); default: all Stripe keeps (30 days)")
-		fs.BoolVar(&o.Resume, "resume", false, "continue after the last event the previous run with the same filters reconciled")
+		c.fs.DurationVar(&o.Since, "since", 0, "events created within this long (e.g. 72h); default: all the provider keeps (Stripe 30 days, Paddle 90)")
+		c.fs.BoolVar(&o.Resume, "resume", false, "continue after the last event the previous run with the same filters reconciled")
 	}
 	if rec.Takes("types") {
-		fs.StringVar(&types, "types", "", "only these event types, comma-separated (at most 20)")
+		c.fs.StringVar(&types, "types", "", "only these event `TYPES`, comma-separated (at most 20)")
 	}
 	if rec.Takes("failed-only") {
-		fs.BoolVar(&o.FailedOnly, "failed-only", false, "only events not yet delivered successfully")
+		c.fs.BoolVar(&o.FailedOnly, "failed-only", false, "only events not yet delivered successfully")
 	}
-	rest, err := parseFlags(fs, args[1:], stderr)
+	rest, err := c.parse(args[1:], stdout)
 	if err != nil {
 		return err
 	}
 	switch {
 	case len(rest) > 0:
-		return usageError{fmt.Sprintf("reconcile %s takes no arguments, got %q", rec.Name, rest)}
+		return c.fail("takes no arguments, got %q", rest)
 	case o.Since < 0:
-		return usageError{"--since must be positive"}
+		return c.fail("--since must be positive")
 	case o.Since > 0 && o.Resume:
-		return usageError{"--since and --resume cannot be used together"}
+		return c.fail("--since and --resume cannot be used together")
 	}
 	for _, t := range strings.Split(types, ",") {
 		if t = strings.TrimSpace(t); t != "" {
@@ -93,7 +108,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		}
 	}
 	if len(o.Types) > 20 {
-		return usageError{"--types takes at most 20 types"}
+		return c.fail("--types takes at most 20 types")
 	}
 
 	specs := providers.All()
@@ -129,12 +144,37 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	o.Trigger, o.Out = reconcile.TriggerCLI, stdout
+	if *asJSON {
+		o.Out = stderr
+	}
 	sum, err := on[rec.Name].Run(ctx, o)
-	if sum != nil {
+	if errors.Is(err, reconcile.ErrBusy) {
+		err = fmt.Errorf("reconcile %s: another run (a replica's periodic run, or an operator's) holds the lock; try again later", rec.Name)
+	}
+	var unresolved int
+	if t, ok := sum.(interface{ Tally() reconcile.Tally }); ok && !o.DryRun {
+		unresolved = t.Tally().Unresolved
+	}
+	switch {
+	case *asJSON:
+		out := struct {
+			Reconciler string            `json:"reconciler"`
+			DryRun     bool              `json:"dry_run"`
+			Summary    reconcile.Summary `json:"summary"`
+			Unresolved int               `json:"unresolved"`
+			Error      string            `json:"error,omitempty"`
+		}{Reconciler: rec.Name, DryRun: o.DryRun, Summary: sum, Unresolved: unresolved}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		if e := printJSON(stdout, out); e != nil && err == nil {
+			err = e
+		}
+	case sum != nil:
 		fmt.Fprintln(stdout, sum.String())
 	}
-	if errors.Is(err, reconcile.ErrBusy) {
-		return fmt.Errorf("reconcile %s: another run (a replica's periodic run, or an operator's) holds the lock; try again later", rec.Name)
+	if err == nil && unresolved > 0 {
+		return unresolvedError{fmt.Sprintf("server reconcile %s: %d left for an operator (parked, or reported only)", rec.Name, unresolved)}
 	}
 	return err
 }

@@ -9,15 +9,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/mail"
+	netmail "net/mail"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
+	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -29,19 +34,35 @@ type Config struct {
 	MetricsAddr string // "" serves /metrics on HTTPAddr
 	AdminAddr   string // "" runs no console
 	AdminToken  string
+	// AdminHosts are more names the console answers to (ADMIN_HOSTS: a
+	// reverse proxy's public name), AdminCookieSecure makes its cookie
+	// Secure, AdminLockout is how long a client is refused after too many
+	// wrong tokens.
+	AdminHosts        []string
+	AdminCookieSecure bool
+	AdminLockout      time.Duration
 
 	// Providers holds each registered provider's configuration, by source.
 	Providers map[string]Provider
 
-	LeaseDuration      time.Duration
-	StepTimeout        time.Duration
-	SMTPAddr           string
-	SMTPUsername       string
-	SMTPPassword       string
-	MailDir            string
-	MailFrom           string
-	NotifyEmail        string
-	FulfillmentURL     string
+	LeaseDuration  time.Duration
+	StepTimeout    time.Duration
+	SMTPAddr       string
+	SMTPTLS        mail.TLSMode // SMTP_TLS, else mail.DefaultTLS(SMTPAddr); "" without SMTPAddr
+	SMTPUsername   string
+	SMTPPassword   string
+	MailDir        string
+	MailFrom       string
+	NotifyEmail    string
+	FulfillmentURL string
+	FulfillmentKey []byte // FULFILLMENT_SECRET's key; nil: calls are unsigned
+	// AlertWebhookURL (ALERT_WEBHOOK_URL) and AlertEmail (ALERT_EMAIL) are
+	// where operator alerts go; SilenceAlertAfter (SILENCE_ALERT_AFTER,
+	// "stripe=6h,github=7d") overrides the learnt silence of a provider
+	// past which it is alerted on (0: never).
+	AlertWebhookURL    string
+	AlertEmail         string
+	SilenceAlertAfter  map[string]time.Duration
 	MaxBodyBytes       int64
 	MaxInflight        int
 	TrustedProxies     []netip.Prefix
@@ -62,8 +83,28 @@ type Config struct {
 	// limit is the operator's; otherwise it is MemoryBound.
 	MemoryLimitSet bool
 
+	// Warnings are what start-up logs about values it accepts but should
+	// not have to (a short secret).
+	Warnings []Warning
+
 	specs []webhooks.Spec
 }
+
+// Warning is one accepted but weak setting.
+type Warning struct {
+	Var     string // the variable's name
+	Message string // what is wrong and what to do, never the value
+}
+
+// DevEnv is the variable the development tool (cmd/dev: `make run`,
+// `make test`) sets to "1" for the process it runs. Outside it, a webhook
+// secret or ADMIN_TOKEN that contains "development" (in any case) is
+// refused: such values come from examples (docker-compose.yml's of old, a
+// tutorial) and must never guard a production endpoint.
+const DevEnv = "PAYWEBHOOKS_DEV"
+
+// devWord is what marks a value as a development one.
+const devWord = "development"
 
 // Provider is one provider's configuration.
 type Provider struct {
@@ -103,6 +144,7 @@ const (
 	DefaultMaxBodyBytes    = 1 << 20
 	DefaultMaxInflight     = 256
 	DefaultShutdownTimeout = 45 * time.Second
+	DefaultAdminLockout    = 15 * time.Minute
 	// DefaultDBMaxConns: durable commits need concurrency to share their
 	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
 	DefaultDBMaxConns = 16
@@ -126,6 +168,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		MetricsAddr:        l.str("METRICS_ADDR", ""),
 		AdminAddr:          l.str("ADMIN_ADDR", ""),
 		AdminToken:         l.str("ADMIN_TOKEN", ""),
+		AdminHosts:         l.list("ADMIN_HOSTS"),
+		AdminLockout:       l.duration("ADMIN_LOCKOUT", DefaultAdminLockout),
 		LeaseDuration:      l.duration("LEASE_DURATION", d.Lease),
 		SMTPAddr:           l.str("SMTP_ADDR", ""),
 		SMTPUsername:       l.str("SMTP_USERNAME", ""),
@@ -134,6 +178,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		MailFrom:           l.str("MAIL_FROM", DefaultMailFrom),
 		NotifyEmail:        l.str("NOTIFY_EMAIL", ""),
 		FulfillmentURL:     strings.TrimRight(l.str("FULFILLMENT_URL", ""), "/"),
+		AlertWebhookURL:    l.str("ALERT_WEBHOOK_URL", ""),
+		AlertEmail:         l.str("ALERT_EMAIL", ""),
 		MaxBodyBytes:       int64(l.integer("MAX_BODY_BYTES", DefaultMaxBodyBytes)),
 		MaxInflight:        l.integer("MAX_INFLIGHT", DefaultMaxInflight),
 		RedriveInterval:    l.duration("REDRIVE_INTERVAL", d.Backoff),
@@ -153,13 +199,19 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
 	}
+	dev := strings.TrimSpace(getenv(DevEnv)) == "1"
 	for _, s := range specs {
 		p := Provider{Secrets: l.list(s.Secret.Name), Vars: map[string]string{}}
 		for i, v := range p.Secrets {
+			which := fmt.Sprintf("secret %d ", i+1)
 			if s.Secret.Check != nil {
 				if err := s.Secret.Check(v); err != nil {
-					l.fail(s.Secret.Name, fmt.Sprintf("secret %d %v", i+1, err))
+					l.fail(s.Secret.Name, fmt.Sprintf("%s%v", which, err))
 				}
+			}
+			c.checkLen(&l, s.Secret, which, v)
+			if !dev && containsFold(v, devWord) {
+				l.fail(s.Secret.Name, which+devRefusal)
 			}
 		}
 		for _, v := range s.Vars {
@@ -169,9 +221,15 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 					l.fail(v.Name, err.Error())
 				}
 			}
+			if val != "" {
+				c.checkLen(&l, v, "", val)
+			}
 			p.Vars[v.Name] = val
 		}
 		c.Providers[s.Source] = p
+	}
+	if !dev && containsFold(c.AdminToken, devWord) {
+		l.fail("ADMIN_TOKEN", devRefusal)
 	}
 
 	if c.DatabaseURL == "" {
@@ -197,6 +255,19 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		case len(c.AdminToken) < 16:
 			l.fail("ADMIN_TOKEN", "must be set, at least 16 characters, when ADMIN_ADDR is set")
 		}
+	}
+	for _, h := range c.AdminHosts {
+		if !hostName(h) {
+			l.fail("ADMIN_HOSTS", fmt.Sprintf("%q is not a host name or address, with or without a port (console.example.com, 10.0.0.5:8081)", h))
+		}
+	}
+	if v := l.str("ADMIN_COOKIE_SECURE", "false"); v != "true" && v != "false" {
+		l.fail("ADMIN_COOKIE_SECURE", fmt.Sprintf("must be true or false, got %q", v))
+	} else {
+		c.AdminCookieSecure = v == "true"
+	}
+	if c.AdminLockout < time.Second || c.AdminLockout > 24*time.Hour {
+		l.fail("ADMIN_LOCKOUT", "must be from 1s to 24h")
 	}
 	for _, p := range l.list("TRUSTED_PROXIES") {
 		pfx, err := netip.ParsePrefix(p)
@@ -226,11 +297,12 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if (c.SMTPUsername == "") != (c.SMTPPassword == "") {
 		l.fail("SMTP_USERNAME", "and SMTP_PASSWORD must be set together")
 	}
-	if _, err := mail.ParseAddress(c.MailFrom); err != nil {
+	c.loadSMTPTLS(&l)
+	if _, err := netmail.ParseAddress(c.MailFrom); err != nil {
 		l.fail("MAIL_FROM", fmt.Sprintf("is not an email address: %q", c.MailFrom))
 	}
 	if c.NotifyEmail != "" {
-		if _, err := mail.ParseAddress(c.NotifyEmail); err != nil {
+		if _, err := netmail.ParseAddress(c.NotifyEmail); err != nil {
 			l.fail("NOTIFY_EMAIL", fmt.Sprintf("is not an email address: %q", c.NotifyEmail))
 		}
 	}
@@ -240,6 +312,29 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 			l.fail("FULFILLMENT_URL", fmt.Sprintf("must be an absolute http(s) URL, got %q", c.FulfillmentURL))
 		}
 	}
+	if s := l.str("FULFILLMENT_SECRET", ""); s != "" {
+		key, err := standardwebhooks.ParseSecret(s)
+		switch {
+		case err != nil:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("is %v (make one with: echo \"whsec_$(openssl rand -base64 32)\")", err))
+		case len(key) < standardwebhooks.MinKeyLen || len(key) > standardwebhooks.MaxKeyLen:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("has a key of %d bytes; Standard Webhooks keys are %d to %d (make one with: echo \"whsec_$(openssl rand -base64 32)\")",
+				len(key), standardwebhooks.MinKeyLen, standardwebhooks.MaxKeyLen))
+		default:
+			c.FulfillmentKey = key
+		}
+	}
+	if c.AlertWebhookURL != "" {
+		if err := alerts.CheckWebhookURL(c.AlertWebhookURL); err != nil {
+			l.fail("ALERT_WEBHOOK_URL", err.Error())
+		}
+	}
+	if c.AlertEmail != "" {
+		if _, err := netmail.ParseAddress(c.AlertEmail); err != nil {
+			l.fail("ALERT_EMAIL", fmt.Sprintf("is not an email address: %q", c.AlertEmail))
+		}
+	}
+	c.SilenceAlertAfter = l.silences("SILENCE_ALERT_AFTER", specs)
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
@@ -318,6 +413,60 @@ func (c Config) StrangerMemoryBound() int64 {
 	return BaseMemory + c.UnverifiedBodyBytes + int64(c.MaxConnections)*ConnectionMemory
 }
 
+// loadSMTPTLS reads SMTP_TLS: one of mail.TLSModes, meaningful with
+// SMTP_ADDR only, mail.DefaultTLS(SMTP_ADDR) when unset. Cleartext to a
+// relay off the loopback interface is refused with a password and warned
+// of without.
+func (c *Config) loadSMTPTLS(l *loader) {
+	v := l.str("SMTP_TLS", "")
+	switch {
+	case v != "" && !slices.Contains(mail.TLSModes, mail.TLSMode(v)):
+		l.fail("SMTP_TLS", fmt.Sprintf("must be starttls, implicit or none, got %q", v))
+		return
+	case c.SMTPAddr == "":
+		if v != "" {
+			l.fail("SMTP_TLS", "is set, but SMTP_ADDR is not (mail is written to MAIL_DIR)")
+		}
+		return
+	case v == "":
+		c.SMTPTLS = mail.DefaultTLS(c.SMTPAddr)
+	default:
+		c.SMTPTLS = mail.TLSMode(v)
+	}
+	host, _, _ := net.SplitHostPort(c.SMTPAddr)
+	if c.SMTPTLS != mail.TLSNone || mail.IsLoopback(host) {
+		return
+	}
+	if c.SMTPUsername != "" {
+		l.fail("SMTP_TLS", "none would send SMTP_PASSWORD in cleartext to "+c.SMTPAddr+": use starttls or implicit")
+		return
+	}
+	c.Warnings = append(c.Warnings, Warning{Var: "SMTP_TLS",
+		Message: "none: mail, customers' addresses included, travels to " + c.SMTPAddr + " in cleartext"})
+}
+
+// devRefusal ends the error of a value that says "development".
+const devRefusal = `contains "` + devWord + `": a value from an example, refused outside the development tool ` +
+	`(bin/dev, which make run uses, sets ` + DevEnv + `=1); set a random one`
+
+// containsFold reports whether s contains word, in any case.
+func containsFold(s, word string) bool {
+	return strings.Contains(strings.ToLower(s), word)
+}
+
+// checkLen refuses a value of v shorter than v.MinLen and warns of one
+// shorter than v.WarnLen. which names the value within a list ("secret 2 ").
+func (c *Config) checkLen(l *loader, v webhooks.Var, which, value string) {
+	n := utf8.RuneCountInString(value)
+	switch {
+	case v.MinLen > 0 && n < v.MinLen:
+		l.fail(v.Name, fmt.Sprintf("%sis shorter than %d characters", which, v.MinLen))
+	case v.WarnLen > 0 && n < v.WarnLen:
+		c.Warnings = append(c.Warnings, Warning{Var: v.Name,
+			Message: fmt.Sprintf("%sis shorter than %d characters: replace it with a longer random one", which, v.WarnLen)})
+	}
+}
+
 // anyPort reports whether addr asks for any free port (":0"): two such
 // listeners get two ports.
 func anyPort(addr string) bool {
@@ -325,9 +474,26 @@ func anyPort(addr string) bool {
 	return err == nil && port == "0"
 }
 
+// hostName reports whether s is a host name or an IP address, with or
+// without a port: an entry of ADMIN_HOSTS (console.ParseHost reads it).
+func hostName(s string) bool {
+	host := s
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, err := strconv.Atoi(p)
+		host = h
+		if err != nil || n < 1 || n > 65535 {
+			return false
+		}
+	}
+	if _, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return !strings.Contains(host, "%")
+	}
+	return host != "" && len(host) <= 253 && strings.Trim(strings.ToLower(host), "abcdefghijklmnopqrstuvwxyz0123456789.-") == ""
+}
+
 // MailDomain is the domain of MAIL_FROM, used on the right of Message-IDs.
 func (c Config) MailDomain() string {
-	if a, err := mail.ParseAddress(c.MailFrom); err == nil {
+	if a, err := netmail.ParseAddress(c.MailFrom); err == nil {
 		if _, domain, ok := strings.Cut(a.Address, "@"); ok {
 			return domain
 		}
@@ -355,6 +521,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("METRICS_ADDR", c.MetricsAddr),
 		slog.String("ADMIN_ADDR", c.AdminAddr),
 		slog.String("ADMIN_TOKEN", mask(c.AdminToken)),
+		slog.String("ADMIN_HOSTS", strings.Join(c.AdminHosts, ",")),
+		slog.Bool("ADMIN_COOKIE_SECURE", c.AdminCookieSecure),
+		slog.String("ADMIN_LOCKOUT", c.AdminLockout.String()),
 	}
 	for _, s := range c.specs {
 		p := c.Providers[s.Source]
@@ -371,12 +540,17 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LEASE_DURATION", c.LeaseDuration.String()),
 		slog.String("STEP_TIMEOUT", c.StepTimeout.String()),
 		slog.String("SMTP_ADDR", c.SMTPAddr),
+		slog.String("SMTP_TLS", string(c.SMTPTLS)),
 		slog.String("SMTP_USERNAME", c.SMTPUsername),
 		slog.String("SMTP_PASSWORD", mask(c.SMTPPassword)),
 		slog.String("MAIL_DIR", c.MailDir),
 		slog.String("MAIL_FROM", c.MailFrom),
 		slog.String("NOTIFY_EMAIL", c.NotifyEmail),
 		slog.String("FULFILLMENT_URL", maskURL(c.FulfillmentURL)),
+		slog.String("FULFILLMENT_SECRET", maskKey(c.FulfillmentKey)),
+		slog.String("ALERT_WEBHOOK_URL", alerts.MaskURL(c.AlertWebhookURL)),
+		slog.String("ALERT_EMAIL", c.AlertEmail),
+		slog.String("SILENCE_ALERT_AFTER", silencesText(c.SilenceAlertAfter)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.Int("MAX_INFLIGHT", c.MaxInflight),
 		slog.Int64("UNVERIFIED_BODY_BYTES", c.UnverifiedBodyBytes),
@@ -392,6 +566,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LOG_LEVEL", c.LogLevel.String()),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// maskKey is what start-up logs of a Standard Webhooks key: its prefix.
+func maskKey(key []byte) string {
+	if key == nil {
+		return ""
+	}
+	return standardwebhooks.SecretPrefix + "****"
 }
 
 func mask(s string) string {
@@ -488,4 +670,55 @@ func (l *loader) integer(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// silences reads SILENCE_ALERT_AFTER: "source=duration" pairs, comma-
+// separated, each duration a Go duration or a number of days ("7d"), or
+// "off".
+func (l *loader) silences(name string, specs []webhooks.Spec) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, pair := range l.list(name) {
+		source, v, ok := strings.Cut(pair, "=")
+		source, v = strings.TrimSpace(source), strings.TrimSpace(v)
+		known := false
+		for _, s := range specs {
+			known = known || s.Source == source
+		}
+		switch {
+		case !ok:
+			l.fail(name, fmt.Sprintf("%q is not source=duration (stripe=6h,github=7d)", pair))
+			continue
+		case !known:
+			l.fail(name, fmt.Sprintf("%q names no provider", source))
+			continue
+		case v == "off":
+			out[source] = 0
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if days, isDays := strings.CutSuffix(v, "d"); isDays {
+			n, nerr := strconv.Atoi(days)
+			d, err = time.Duration(n)*24*time.Hour, nerr
+		}
+		if err != nil || d < time.Minute {
+			l.fail(name, fmt.Sprintf("%s=%s: the silence must be a duration of at least 1m (6h, 7d) or off", source, v))
+			continue
+		}
+		out[source] = d
+	}
+	return out
+}
+
+// silencesText writes SILENCE_ALERT_AFTER back, sorted.
+func silencesText(m map[string]time.Duration) string {
+	var parts []string
+	for source, d := range m {
+		v := "off"
+		if d > 0 {
+			v = d.String()
+		}
+		parts = append(parts, source+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }

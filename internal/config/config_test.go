@@ -2,10 +2,12 @@ package config
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/mail"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -23,7 +25,7 @@ func valid() map[string]string {
 	return map[string]string{
 		"DATABASE_URL":          "postgres://user:hunter2@localhost:5432/receiver",
 		"STRIPE_WEBHOOK_SECRET": "whsec_abc, whsec_old",
-		"GITHUB_WEBHOOK_SECRET": "github-secret",
+		"GITHUB_WEBHOOK_SECRET": "github-secret-0123456789abcdef0123",
 	}
 }
 
@@ -57,6 +59,21 @@ func TestLoad(t *testing.T) {
 		if got := c.StrangerMemoryBound(); got != 208<<20 {
 			t.Errorf("StrangerMemoryBound() of the defaults = %d MiB, the README says 208", got>>20)
 		}
+		if c.AdminLockout != 15*time.Minute || c.AdminCookieSecure || len(c.AdminHosts) != 0 {
+			t.Errorf("defaults of ADMIN_LOCKOUT, ADMIN_COOKIE_SECURE, ADMIN_HOSTS not applied: %+v", c)
+		}
+	})
+	t.Run("AdminHosts", func(t *testing.T) {
+		e := valid()
+		e["ADMIN_HOSTS"] = "console.example.com, ops.example.com:8443,10.0.0.5,[fd00::5]:8081"
+		e["ADMIN_COOKIE_SECURE"] = "true"
+		c, err := Load(env(e), specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.AdminHosts) != 4 || c.AdminHosts[1] != "ops.example.com:8443" || !c.AdminCookieSecure {
+			t.Errorf("ADMIN_HOSTS = %q, ADMIN_COOKIE_SECURE = %v", c.AdminHosts, c.AdminCookieSecure)
+		}
 	})
 
 	bad := []struct {
@@ -75,7 +92,8 @@ func TestLoad(t *testing.T) {
 		{"ErrMaxBodyNotNumber", "MAX_BODY_BYTES", "1MB", "MAX_BODY_BYTES must be a whole number"},
 		{"ErrHTTPAddr", "HTTP_ADDR", "8080", "HTTP_ADDR must be host:port"},
 		{"ErrLogLevel", "LOG_LEVEL", "loud", "LOG_LEVEL must be"},
-		{"ErrGitHubSecretShort", "GITHUB_WEBHOOK_SECRET", "short", "GITHUB_WEBHOOK_SECRET secret 1 is shorter than 8"},
+		{"ErrGitHubSecretShort", "GITHUB_WEBHOOK_SECRET", "github-secret15", "GITHUB_WEBHOOK_SECRET secret 1 is shorter than 16 characters"},
+		{"ErrGitHubSecondSecretShort", "GITHUB_WEBHOOK_SECRET", "github-secret-0123456789abcdef0123,short", "GITHUB_WEBHOOK_SECRET secret 2 is shorter than 16"},
 		{"ErrMaxInflight", "MAX_INFLIGHT", "0", "MAX_INFLIGHT must be at least 1"},
 		{"ErrTrustedProxies", "TRUSTED_PROXIES", "10.0.0.0/8, proxy.example.com", "TRUSTED_PROXIES \"proxy.example.com\" is not a CIDR"},
 		{"ErrMetricsAddr", "METRICS_ADDR", "9090", "METRICS_ADDR must be host:port"},
@@ -86,6 +104,19 @@ func TestLoad(t *testing.T) {
 		{"ErrBodyTimeout", "BODY_TIMEOUT", "10ms", "BODY_TIMEOUT must be between 100ms and 1m"},
 		{"ErrBodyTimeoutNotDuration", "BODY_TIMEOUT", "5", "BODY_TIMEOUT must be a Go duration"},
 		{"ErrMaxConnections", "MAX_CONNECTIONS", "8", "MAX_CONNECTIONS must be at least 16"},
+		{"ErrSMTPTLSWithoutAddr", "SMTP_TLS", "starttls", "SMTP_TLS is set, but SMTP_ADDR is not"},
+		{"ErrAdminHosts", "ADMIN_HOSTS", "console.example.com, https://console.example.com", `ADMIN_HOSTS "https://console.example.com" is not a host`},
+		{"ErrAdminHostsPort", "ADMIN_HOSTS", "console.example.com:0", `ADMIN_HOSTS "console.example.com:0" is not a host`},
+		{"ErrAdminHostsWildcard", "ADMIN_HOSTS", "*.example.com", `ADMIN_HOSTS "*.example.com" is not a host`},
+		{"ErrAdminCookieSecure", "ADMIN_COOKIE_SECURE", "yes", "ADMIN_COOKIE_SECURE must be true or false"},
+		{"ErrAdminLockout", "ADMIN_LOCKOUT", "100ms", "ADMIN_LOCKOUT must be from 1s to 24h"},
+		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL must be https"},
+		{"ErrAlertWebhookRelative", "ALERT_WEBHOOK_URL", "hooks.slack.com/services/x", "ALERT_WEBHOOK_URL must be an absolute URL"},
+		{"ErrAlertEmail", "ALERT_EMAIL", "oncall", "ALERT_EMAIL is not an email address"},
+		{"ErrSilenceSource", "SILENCE_ALERT_AFTER", "stripe=6h,paypal=1h", `SILENCE_ALERT_AFTER "paypal" names no provider`},
+		{"ErrSilenceDuration", "SILENCE_ALERT_AFTER", "stripe=soon", "SILENCE_ALERT_AFTER stripe=soon: the silence must be"},
+		{"ErrSilenceShort", "SILENCE_ALERT_AFTER", "stripe=10s", "at least 1m"},
+		{"ErrSilencePair", "SILENCE_ALERT_AFTER", "6h", `SILENCE_ALERT_AFTER "6h" is not source=duration`},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -128,7 +159,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	var b strings.Builder
 	slog.New(slog.NewJSONHandler(&b, nil)).Info("config", "config", c)
 	out := b.String()
-	for _, secret := range []string{"hunter2", "whsec_abc", "whsec_old", "github-secret", "smtp-pass-123", "api-token-456"} {
+	for _, secret := range []string{"hunter2", "whsec_abc", "whsec_old", "github-secret-0123", "smtp-pass-123", "api-token-456"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("log line contains secret %q: %s", secret, out)
 		}
@@ -153,6 +184,114 @@ func TestLeaseShorterThanAStep(t *testing.T) {
 	e["STEP_TIMEOUT"] = "10s"
 	if _, err := Load(env(e), specs); err != nil {
 		t.Fatalf("a 20s lease with a 10s step timeout: %v", err)
+	}
+}
+
+// TestSecretLength: a GitHub secret under 16 characters is refused (see
+// TestLoad), one under 32 accepted with a warning that names the variable
+// and which secret of the list, never the value.
+func TestSecretLength(t *testing.T) {
+	for _, c := range []struct {
+		name, secrets string
+		want          []Warning
+	}{
+		{"Long", "github-secret-0123456789abcdef0123", nil},
+		{"Exactly32", strings.Repeat("s", 32), nil},
+		{"Short", "github-secret-16", []Warning{{"GITHUB_WEBHOOK_SECRET", "secret 1 is shorter than 32 characters: replace it with a longer random one"}}},
+		{"SecondShort", "github-secret-0123456789abcdef0123, " + strings.Repeat("s", 31),
+			[]Warning{{"GITHUB_WEBHOOK_SECRET", "secret 2 is shorter than 32 characters: replace it with a longer random one"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := valid()
+			e["GITHUB_WEBHOOK_SECRET"] = c.secrets
+			cfg, err := Load(env(e), specs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(cfg.Warnings, c.want) {
+				t.Errorf("Warnings = %q, want %q", cfg.Warnings, c.want)
+			}
+		})
+	}
+}
+
+// TestDevelopmentValuesRefused: a webhook secret or ADMIN_TOKEN that says
+// "development", in any case, is refused, without quoting it, unless the
+// development tool runs the process (PAYWEBHOOKS_DEV=1).
+func TestDevelopmentValuesRefused(t *testing.T) {
+	for _, c := range []struct{ key, value string }{
+		{"STRIPE_WEBHOOK_SECRET", "whsec_compose_development_only"},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_real, whsec_DEVELOPMENT"},
+		{"GITHUB_WEBHOOK_SECRET", "compose-Development-only-0123456789abcdef"},
+		{"ADMIN_TOKEN", "compose-development-token"},
+	} {
+		t.Run(c.key+"/"+c.value, func(t *testing.T) {
+			e := valid()
+			e[c.key] = c.value
+			e["ADMIN_ADDR"] = "127.0.0.1:9000"
+			if c.key != "ADMIN_TOKEN" {
+				e["ADMIN_TOKEN"] = "admin-token-0123456789"
+			}
+			_, err := Load(env(e), specs)
+			if err == nil || !strings.Contains(err.Error(), c.key) || !strings.Contains(err.Error(), `contains "development"`) {
+				t.Fatalf("error = %v, want %s refused for saying development", err, c.key)
+			}
+			if strings.Contains(strings.ToLower(err.Error()), strings.ToLower(c.value)) {
+				t.Errorf("error quotes the value: %v", err)
+			}
+
+			e[DevEnv] = "1"
+			if _, err := Load(env(e), specs); err != nil {
+				t.Errorf("with %s=1: %v", DevEnv, err)
+			}
+		})
+	}
+}
+
+// TestSMTPTLS: SMTP_TLS defaults by the relay's address (implicit on 465,
+// none on the loopback interface, else starttls), takes what is said, and
+// cleartext off the loopback interface is warned of, or refused when it
+// would carry SMTP_PASSWORD.
+func TestSMTPTLS(t *testing.T) {
+	for _, c := range []struct {
+		name, addr, tls, user string
+		want                  mail.TLSMode
+		warn                  bool
+		wantErr               string
+	}{
+		{"DefaultRelay", "smtp.example.com:587", "", "", mail.TLSStartTLS, false, ""},
+		{"Default465", "smtp.example.com:465", "", "", mail.TLSImplicit, false, ""},
+		{"DefaultLoopback", "127.0.0.1:1025", "", "", mail.TLSNone, false, ""},
+		{"DefaultLocalhostWithAuth", "localhost:1025", "", "mailer", mail.TLSNone, false, ""},
+		{"Said", "127.0.0.1:1025", "starttls", "", mail.TLSStartTLS, false, ""},
+		{"ImplicitSaid", "smtp.example.com:2465", "implicit", "mailer", mail.TLSImplicit, false, ""},
+		{"NoneOffLoopback", "mailpit:1025", "none", "", mail.TLSNone, true, ""},
+		{"ErrNoneWithPassword", "smtp.example.com:587", "none", "mailer", "", false, "would send SMTP_PASSWORD in cleartext"},
+		{"ErrUnknown", "smtp.example.com:587", "tls", "", "", false, "SMTP_TLS must be starttls, implicit or none"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := valid()
+			e["SMTP_ADDR"], e["SMTP_TLS"] = c.addr, c.tls
+			if c.user != "" {
+				e["SMTP_USERNAME"], e["SMTP_PASSWORD"] = c.user, "smtp-pass-123"
+			}
+			cfg, err := Load(env(e), specs)
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("error = %v, want it to say %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.SMTPTLS != c.want {
+				t.Errorf("SMTPTLS = %q, want %q", cfg.SMTPTLS, c.want)
+			}
+			if warned := slices.ContainsFunc(cfg.Warnings, func(w Warning) bool { return w.Var == "SMTP_TLS" }); warned != c.warn {
+				t.Errorf("warnings %q, want a SMTP_TLS warning: %v", cfg.Warnings, c.warn)
+			}
+		})
 	}
 }
 
@@ -181,5 +320,32 @@ func TestMaskURL(t *testing.T) {
 	}
 	if out := maskURL("postgres://app@db:5432/receiver?sslmode=disable"); out != "postgres://app@db:5432/receiver?sslmode=disable" {
 		t.Errorf("a URL without a password changed: %q", out)
+	}
+}
+
+func TestAlerts(t *testing.T) {
+	e := valid()
+	e["ALERT_WEBHOOK_URL"] = "https://hooks.slack.com/services/T000/B000/s3cr3tp4th"
+	e["ALERT_EMAIL"] = "Oncall <oncall@ops.example>"
+	e["SILENCE_ALERT_AFTER"] = "stripe=6h, github=7d"
+	c, err := Load(env(e), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SilenceAlertAfter["stripe"] != 6*time.Hour || c.SilenceAlertAfter["github"] != 7*24*time.Hour {
+		t.Errorf("SILENCE_ALERT_AFTER = %v", c.SilenceAlertAfter)
+	}
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("config", "config", c)
+	if out := b.String(); strings.Contains(out, "s3cr3tp4th") || !strings.Contains(out, "hooks.slack.com") {
+		t.Errorf("the webhook URL's path is a secret, its host is not: %s", out)
+	}
+	e["ALERT_WEBHOOK_URL"] = "http://127.0.0.1:9000/hook" // loopback: http allowed
+	e["SILENCE_ALERT_AFTER"] = "github=off"
+	if c, err = Load(env(e), specs); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.SilenceAlertAfter["github"]; !ok || d != 0 {
+		t.Errorf("github=off: %v %v, want 0 (never)", d, ok)
 	}
 }

@@ -3,20 +3,26 @@
 // listener. It shows the receiver's health, finds events by any id an
 // operator holds, shows one event with every claim and the rows it wrote,
 // and runs the operator's actions (replay an event, replay what was parked
-// in a window, run a step now, reconcile a window), each with a preview
-// first.
+// in a window, run a step now, reconcile a window, resolve a parked event
+// no replay can fix), each with a preview first.
 //
-// It holds no SQL and no claim logic of its own: queries and actions are
-// internal/ops', shared with the `server events` commands, and actions go
-// through the same processor and claims as a delivery.
+// It holds no claim logic and no SQL of its own but its sign-in sessions'
+// (console_sessions): queries and actions are internal/ops', shared with
+// the `server events` commands, and actions go through the same processor
+// and claims as a delivery.
 //
-// Security: every page needs ADMIN_TOKEN, as `Authorization: Bearer` or as
-// the session cookie that POST /login sets (HttpOnly, SameSite=Strict,
-// Secure over TLS); a state-changing request made with the cookie is a
-// POST carrying the page's CSRF token, or it is refused 403. Every answer
-// carries a strict Content-Security-Policy: the only script and style are
-// the console's own, from /assets/. Templates escape everything they
-// render, stored bodies included; no secret is ever rendered.
+// Security: a request whose Host does not name the console is refused 421
+// (host.go). Every page needs ADMIN_TOKEN, as `Authorization: Bearer` or
+// as the session cookie that POST /login sets (HttpOnly, SameSite=Strict,
+// Secure with ADMIN_COOKIE_SECURE or behind a trusted https proxy), whose
+// session lives in PostgreSQL until it expires or POST /logout revokes it
+// (session.go). Every check of a token, sign-in or bearer, is throttled
+// per client and overall (throttle.go). A state-changing request made with
+// the cookie is a POST carrying the page's CSRF token, or it is refused
+// 403; after sign-in the console redirects only to its own paths. Every
+// answer carries a strict Content-Security-Policy: the only script and
+// style are the console's own, from /assets/. Templates escape everything
+// they render, stored bodies included; no secret is ever rendered.
 package console
 
 import (
@@ -24,12 +30,15 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -65,16 +74,39 @@ type ReconcileReport struct {
 
 // Config is what the console is built from.
 type Config struct {
-	Token      string // ADMIN_TOKEN
-	DB         webhooks.Querier
-	Processor  Processor
-	Providers  map[string]webhooks.Provider // by source
-	Specs      []webhooks.Spec
-	Lease      time.Duration // LEASE_DURATION
-	MailDomain string        // for Message-IDs of steps planned without one
+	Token string // ADMIN_TOKEN
+	// Addr is ADMIN_ADDR and Hosts ADMIN_HOSTS: together, the names a
+	// request's Host may give (host.go).
+	Addr  string
+	Hosts []string
+	// CookieSecure (ADMIN_COOKIE_SECURE) makes the session cookie Secure
+	// on every answer.
+	CookieSecure bool
+	// TrustedProxies (TRUSTED_PROXIES): a request from one of them with
+	// X-Forwarded-Proto: https gets a Secure cookie.
+	TrustedProxies []netip.Prefix
+	// ClientIP is a request's client address as TRUSTED_PROXIES makes it
+	// (the receiver's own rule); sign-ins are throttled per client by it.
+	// nil: the socket's peer.
+	ClientIP func(*http.Request) string
+	// Lockout (ADMIN_LOCKOUT) is how long a client that gave too many
+	// wrong tokens is refused, and the window they are counted in (0:
+	// DefaultLockout).
+	Lockout   time.Duration
+	DB        webhooks.Querier
+	Processor Processor
+	Providers map[string]webhooks.Provider // by source
+	Specs     []webhooks.Spec
+	Lease     time.Duration // LEASE_DURATION
+	// Kinds are the step kinds, which say what each step sends that an
+	// operator can look for downstream (webhooks.Referrer).
+	Kinds      webhooks.StepKinds
 	Gatherer   prometheus.Gatherer
 	Reconciler Reconciler // nil: no reconcile action
-	Log        *slog.Logger
+	// AlertChannels are the operator alerts' channels configured
+	// ("webhook", "email"), which the overview names; none: alerts off.
+	AlertChannels []string
+	Log           *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -83,9 +115,14 @@ type Config struct {
 type Console struct {
 	cfg      Config
 	auth     auth
+	hosts    hosts
+	sessions sessions
+	throttle *throttle
 	pages    map[string]*template.Template
 	counters *counters
 	mux      *http.ServeMux
+
+	lastMisdirected atomic.Int64 // when a foreign Host was last logged (Unix ns)
 }
 
 //go:embed templates/*.html
@@ -94,11 +131,14 @@ var templateFS embed.FS
 //go:embed assets
 var assetFS embed.FS
 
-// New builds the console. It fails on an empty token: the console is never
-// served open.
+// New builds the console. It fails on an empty token (the console is never
+// served open), and without an address or a host name it could answer to.
 func New(cfg Config) (*Console, error) {
 	if len(cfg.Token) == 0 {
 		return nil, errors.New("console: no ADMIN_TOKEN")
+	}
+	if cfg.DB == nil {
+		return nil, errors.New("console: no database (sessions are stored in it)")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -106,12 +146,20 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 	}
-	c := &Console{cfg: cfg, auth: newAuth(cfg.Token), pages: map[string]*template.Template{}}
+	if cfg.Lockout <= 0 {
+		cfg.Lockout = DefaultLockout
+	}
+	h, err := newHosts(cfg.Addr, cfg.Hosts)
+	if err != nil {
+		return nil, fmt.Errorf("console: %w", err)
+	}
+	c := &Console{cfg: cfg, auth: newAuth(cfg.Token), hosts: h, sessions: sessions{db: cfg.DB},
+		throttle: newThrottle(cfg.Lockout, cfg.Now()), pages: map[string]*template.Template{}}
 	if cfg.Gatherer != nil {
 		c.counters = newCounters(cfg.Gatherer, cfg.Now)
 	}
 	for _, page := range []string{"login", "overview", "events", "event", "replay", "replayed", "step", "parked",
-		"reconcile", "error"} {
+		"reconcile", "resolve", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -136,6 +184,8 @@ func (c *Console) routes() {
 	m.Handle("GET /events/{key}", c.authed(c.event))
 	m.Handle("GET /events/{key}/replay", c.authed(c.replayPreview))
 	m.Handle("POST /events/{key}/replay", c.authed(c.replay))
+	m.Handle("GET /events/{key}/resolve", c.authed(c.resolvePreview))
+	m.Handle("POST /events/{key}/resolve", c.authed(c.resolve))
 	m.Handle("GET /events/{key}/steps/{step}/run", c.authed(c.stepPreview))
 	m.Handle("POST /events/{key}/steps/{step}/run", c.authed(c.stepRun))
 	m.Handle("GET /replay-parked", c.authed(c.parkedPreview))
@@ -171,8 +221,9 @@ func (c *Console) Run(ctx context.Context) {
 const csp = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ServeHTTP implements http.Handler: every answer, errors and assets
-// included, carries the security headers.
+// ServeHTTP implements http.Handler: a request for another Host is
+// refused 421; every answer, errors and assets included, carries the
+// security headers.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := w.Header()
 	h.Set("Content-Security-Policy", csp)
@@ -185,6 +236,10 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cross-Origin-Resource-Policy", "same-origin")
 	if !strings.HasPrefix(r.URL.Path, "/assets/") {
 		h.Set("Cache-Control", "no-store")
+	}
+	if !c.hosts.allowed(r) {
+		c.misdirected(w, r)
+		return
 	}
 	c.mux.ServeHTTP(w, r)
 }
@@ -223,7 +278,7 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, pag
 	v := view{Title: title, Nav: nav, Now: c.cfg.Now(), Data: data, Recon: c.cfg.Reconciler != nil, Request: r}
 	if s, ok := sessionOf(r); ok {
 		v.Signed = true
-		v.CSRF = c.auth.csrfToken(s)
+		v.CSRF = c.auth.csrfToken(s.cookie)
 	}
 	var buf strings.Builder
 	if err := c.pages[page].ExecuteTemplate(&buf, "layout", v); err != nil {

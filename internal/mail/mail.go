@@ -10,7 +10,8 @@
 // internally and honour the context deadline. Every Message carries a
 // deterministic Message-ID (see MessageID), so a step that is retried after a
 // lost reply sends a message that the receiving side can recognise as a
-// duplicate.
+// duplicate. The errors SMTPSender and the step kind return name no email
+// address (Redact): the processor logs them and stores them with the step.
 package mail
 
 import (
@@ -85,6 +86,9 @@ func parseAddress(field, s string) (*mail.Address, error) {
 	}
 	a, err := mail.ParseAddress(s)
 	if err != nil {
+		if field == "To" { // a customer's, which net/mail's errors may quote in part
+			return nil, invalidf("To is not a single valid email address")
+		}
 		return nil, invalidf("%s %q: %v", field, s, err)
 	}
 	return a, nil

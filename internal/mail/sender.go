@@ -3,10 +3,12 @@ package mail
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/smtp"
+	"net/textproto"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -34,35 +36,117 @@ type Sender interface {
 	Send(ctx context.Context, m Message) error
 }
 
+// TLSMode is how SMTPSender protects its connection to the server: the
+// values of SMTP_TLS.
+type TLSMode string
+
+const (
+	// TLSStartTLS upgrades the connection with STARTTLS, and refuses to
+	// send (a transient error) when the server does not offer it: a relay
+	// that stops offering it, or someone on the path who strips the offer,
+	// never gets the message in cleartext. The default for a relay that is
+	// not on the loopback interface.
+	TLSStartTLS TLSMode = "starttls"
+	// TLSImplicit speaks TLS from the first byte (SMTPS, "submissions"),
+	// the default for port 465.
+	TLSImplicit TLSMode = "implicit"
+	// TLSNone never encrypts, even when the server offers STARTTLS. The
+	// default for a relay on the loopback interface ("localhost",
+	// 127.0.0.1, ::1), where the message never leaves the machine.
+	TLSNone TLSMode = "none"
+)
+
+// TLSModes are the modes, as SMTP_TLS spells them.
+var TLSModes = []TLSMode{TLSStartTLS, TLSImplicit, TLSNone}
+
+// DefaultTLS is the mode for a relay at addr ("host:port") when none is
+// set: implicit for port 465, none for a loopback host, else starttls.
+func DefaultTLS(addr string) TLSMode {
+	host, port, _ := net.SplitHostPort(addr)
+	switch {
+	case port == "465":
+		return TLSImplicit
+	case IsLoopback(host):
+		return TLSNone
+	}
+	return TLSStartTLS
+}
+
 // SMTPSender sends through an SMTP server (a relay or submission port)
 // using net/smtp.
 //
-// It uses STARTTLS whenever the server offers it, verifying the server's
-// certificate unless the server host is a loopback address or "localhost".
-// It authenticates with AUTH PLAIN only when Username is set; net/smtp then
-// refuses to send the password over an unencrypted connection to a
-// non-local host.
+// TLS says how the connection is protected (DefaultTLS(Addr) when empty).
+// With TLS the server's certificate is always verified, against the
+// system's roots unless RootCAs is set (tests trust their own server's
+// certificate that way; a relay with a private CA belongs in the system's
+// trust store, or in SSL_CERT_FILE). It authenticates with AUTH PLAIN only
+// when Username is set; net/smtp then refuses to send the password over an
+// unencrypted connection to a non-local host.
 //
-// All SMTP failures are reported as transient, including 5xx replies: a
-// rejected recipient or an over-quota mailbox is returned as an error for
-// the caller to retry or give up on by its own policy. Only a malformed
+// A 5xx reply to RCPT TO is permanent (its error has a Permanent() method
+// returning true, and matches ErrRecipientRefused): that server will not
+// take this recipient, and retrying for days cannot change that. 552 is the
+// exception RFC 5321 makes (a full mailbox, to be treated as temporary), as
+// is 530 (authentication required: the relay's configuration, not the
+// recipient). Every other SMTP failure is transient, and so is a server
+// that does not offer the STARTTLS that TLSStartTLS requires. A malformed
 // Message (ErrInvalidMessage) is permanent.
+//
+// No error's text carries an email address: SMTP replies often quote the
+// recipient ("550 5.1.1 <jane@example.com>: User unknown"), and every
+// error Send returns has its addresses redacted (Redact).
 type SMTPSender struct {
 	Addr     string // host:port
 	Username string // empty: no AUTH
 	Password string
-	HeloName string // name sent in EHLO/HELO; empty: "localhost"
+	HeloName string  // name sent in EHLO/HELO; empty: "localhost"
+	TLS      TLSMode // empty: DefaultTLS(Addr)
+	// RootCAs verifies the server's certificate; nil: the system's roots.
+	RootCAs *x509.CertPool
 }
+
+// ErrRecipientRefused is matched (errors.Is) by the error of a message the
+// server refused for good at RCPT TO.
+var ErrRecipientRefused = errors.New("mail: recipient refused")
+
+// refusedError is a 5xx reply to RCPT TO: permanent.
+type refusedError struct{ err error }
+
+func (e *refusedError) Error() string        { return e.err.Error() }
+func (e *refusedError) Unwrap() error        { return e.err }
+func (e *refusedError) Is(target error) bool { return target == ErrRecipientRefused }
+
+// Permanent reports that sending the same message again cannot succeed.
+func (e *refusedError) Permanent() bool { return true }
+
+// permanentAtRcpt reports whether a reply to RCPT TO refuses the recipient
+// for good.
+func permanentAtRcpt(err error) bool {
+	var tp *textproto.Error
+	if !errors.As(err, &tp) {
+		return false
+	}
+	return tp.Code >= 500 && tp.Code <= 599 && tp.Code != 552 && tp.Code != 530
+}
+
+// errNoStartTLS is the answer of a server that does not offer STARTTLS
+// when TLSStartTLS requires it.
+var errNoStartTLS = errors.New("the server does not offer STARTTLS, which SMTP_TLS=starttls requires " +
+	"(SMTP_TLS=implicit for a relay that speaks TLS from the start, as on port 465)")
 
 // Send implements Sender. While tracing is on, the SMTP dialogue is a
 // client span, "smtp.send", with the server's address and an event per
 // command; a failure records the command it failed at, never the server's
 // reply (it may quote the recipient's address).
-func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
+func (s SMTPSender) Send(ctx context.Context, m Message) error {
 	from, to, err := m.addresses()
 	if err != nil {
-		return err
+		return redactErr(err, m.To)
 	}
+	return redactErr(s.send(ctx, m, from.Address, to.Address), to.Address)
+}
+
+func (s SMTPSender) send(ctx context.Context, m Message, from, to string) (err error) {
 	raw, err := m.Bytes(time.Now())
 	if err != nil {
 		return err
@@ -71,12 +155,23 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 	if err != nil {
 		return fmt.Errorf("mail: smtp address %q: %w", s.Addr, err)
 	}
+	mode := s.TLS
+	if mode == "" {
+		mode = DefaultTLS(s.Addr)
+	}
+	tlsConfig := &tls.Config{ServerName: host, RootCAs: s.RootCAs, MinVersion: tls.VersionTLS12}
 	portNum, _ := strconv.Atoi(port)
 	ctx, span := telemetry.Start(ctx, "smtp.send", trace.SpanKindClient, semconv.ServerAddress(host), semconv.ServerPort(portNum))
 	defer span.End()
 
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", s.Addr)
+	var conn net.Conn
+	if mode == TLSImplicit {
+		d := tls.Dialer{Config: tlsConfig}
+		conn, err = d.DialContext(ctx, "tcp", s.Addr)
+	} else {
+		var d net.Dialer
+		conn, err = d.DialContext(ctx, "tcp", s.Addr)
+	}
 	if err != nil {
 		if span.IsRecording() {
 			span.SetAttributes(smtpCommand.String("connect"))
@@ -122,13 +217,13 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 			return err
 		}
 	}
-	if ok, _ := c.Extension("STARTTLS"); ok {
+	if mode == TLSStartTLS {
 		step = "STARTTLS"
 		span.AddEvent(step)
-		if err := c.StartTLS(&tls.Config{
-			ServerName:         host,
-			InsecureSkipVerify: isLoopback(host), // test and local relays use self-signed certificates
-		}); err != nil {
+		if ok, _ := c.Extension("STARTTLS"); !ok {
+			return errNoStartTLS
+		}
+		if err := c.StartTLS(tlsConfig); err != nil {
 			return err
 		}
 	}
@@ -141,12 +236,15 @@ func (s SMTPSender) Send(ctx context.Context, m Message) (err error) {
 	}
 	step = "MAIL FROM"
 	span.AddEvent(step)
-	if err := c.Mail(from.Address); err != nil {
+	if err := c.Mail(from); err != nil {
 		return err
 	}
 	step = "RCPT TO"
 	span.AddEvent(step)
-	if err := c.Rcpt(to.Address); err != nil {
+	if err := c.Rcpt(to); err != nil {
+		if permanentAtRcpt(err) {
+			return &refusedError{err: err}
+		}
 		return err
 	}
 	step = "DATA"
@@ -183,7 +281,9 @@ func contextErr(ctx context.Context, err error) error {
 	return nil
 }
 
-func isLoopback(host string) bool {
+// IsLoopback reports whether host names the loopback interface:
+// "localhost" or a loopback address.
+func IsLoopback(host string) bool {
 	if strings.EqualFold(host, "localhost") {
 		return true
 	}

@@ -2,8 +2,10 @@ package mail_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,7 @@ func TestSMTPSend(t *testing.T) {
 
 func TestSMTPSendStartTLSAuth(t *testing.T) {
 	srv := mailtest.NewTLSServer(t)
-	s := mailpkg.SMTPSender{Addr: srv.Addr(), Username: "user", Password: "secret"}
+	s := mailpkg.SMTPSender{Addr: srv.Addr(), Username: "user", Password: "secret", TLS: mailpkg.TLSStartTLS, RootCAs: srv.RootCAs()}
 	if err := s.Send(context.Background(), sample()); err != nil {
 		t.Fatal(err)
 	}
@@ -150,5 +152,150 @@ func TestSMTPDeadline(t *testing.T) {
 				t.Errorf("Send returned after %v, deadline was 300ms", d)
 			}
 		})
+	}
+}
+
+// TestSMTPTLS: each SMTP_TLS mode against servers with and without TLS.
+// starttls never falls back to cleartext, and every mode that encrypts
+// verifies the certificate, on the loopback interface too.
+func TestSMTPTLS(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		server  func(testing.TB) *mailtest.Server
+		mode    mailpkg.TLSMode
+		trust   bool   // RootCAs trusts the server's certificate
+		wantTLS bool   // the message went over TLS
+		wantErr string // or the send fails, saying so
+	}{
+		{"StartTLS", mailtest.NewTLSServer, mailpkg.TLSStartTLS, true, true, ""},
+		{"StartTLSNotOffered", mailtest.NewServer, mailpkg.TLSStartTLS, true, false, "does not offer STARTTLS"},
+		{"StartTLSUntrusted", mailtest.NewTLSServer, mailpkg.TLSStartTLS, false, false, "certificate"},
+		{"Implicit", mailtest.NewImplicitTLSServer, mailpkg.TLSImplicit, true, true, ""},
+		{"ImplicitUntrusted", mailtest.NewImplicitTLSServer, mailpkg.TLSImplicit, false, false, "certificate"},
+		{"NoneIgnoresTheOffer", mailtest.NewTLSServer, mailpkg.TLSNone, false, false, ""},
+		{"LoopbackDefaultsToNone", mailtest.NewTLSServer, "", false, false, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := c.server(t)
+			s := mailpkg.SMTPSender{Addr: srv.Addr(), TLS: c.mode}
+			if c.trust {
+				s.RootCAs = srv.RootCAs()
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err := s.Send(ctx, sample())
+			if c.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantErr) {
+					t.Fatalf("err = %v, want it to say %q", err, c.wantErr)
+				}
+				if isPermanent(err) {
+					t.Errorf("reported as permanent: %v", err)
+				}
+				if n := len(srv.Messages()); n != 0 {
+					t.Errorf("the server got %d messages", n)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := srv.WaitFor(t, 1, 5*time.Second)[0]; got.TLS != c.wantTLS {
+				t.Errorf("TLS = %v, want %v", got.TLS, c.wantTLS)
+			}
+		})
+	}
+}
+
+func TestDefaultTLS(t *testing.T) {
+	for addr, want := range map[string]mailpkg.TLSMode{
+		"smtp.example.com:587": mailpkg.TLSStartTLS,
+		"smtp.example.com:25":  mailpkg.TLSStartTLS,
+		"mailpit:1025":         mailpkg.TLSStartTLS,
+		"smtp.example.com:465": mailpkg.TLSImplicit,
+		"127.0.0.1:465":        mailpkg.TLSImplicit,
+		"127.0.0.1:25":         mailpkg.TLSNone,
+		"127.0.0.53:1025":      mailpkg.TLSNone,
+		"localhost:1025":       mailpkg.TLSNone,
+		"LocalHost:1025":       mailpkg.TLSNone,
+		"[::1]:25":             mailpkg.TLSNone,
+		"localhost.example:25": mailpkg.TLSStartTLS,
+		"192.0.2.10:25":        mailpkg.TLSStartTLS,
+	} {
+		if got := mailpkg.DefaultTLS(addr); got != want {
+			t.Errorf("DefaultTLS(%q) = %q, want %q", addr, got, want)
+		}
+	}
+}
+
+// TestSMTPRecipientRefused: a 5xx reply to RCPT TO is permanent (but 552,
+// a full mailbox, and 4xx are not), and the error, which quotes the
+// address as servers do, carries none.
+func TestSMTPRecipientRefused(t *testing.T) {
+	for _, c := range []struct {
+		code      int
+		permanent bool
+	}{{550, true}, {553, true}, {501, true}, {552, false}, {530, false}, {450, false}} {
+		t.Run(strconv.Itoa(c.code), func(t *testing.T) {
+			srv := mailtest.NewServer(t)
+			srv.RefuseRecipients(c.code, "Recipient address rejected: User unknown")
+			err := mailpkg.SMTPSender{Addr: srv.Addr()}.Send(context.Background(), sample())
+			if err == nil {
+				t.Fatal("Send succeeded")
+			}
+			if isPermanent(err) != c.permanent || errors.Is(err, mailpkg.ErrRecipientRefused) != c.permanent {
+				t.Errorf("permanent = %v, ErrRecipientRefused = %v, want %v: %v", isPermanent(err),
+					errors.Is(err, mailpkg.ErrRecipientRefused), c.permanent, err)
+			}
+			if msg := err.Error(); strings.Contains(msg, "buyer@") || !strings.Contains(msg, "<***@example.org>") ||
+				!strings.Contains(msg, strconv.Itoa(c.code)) {
+				t.Errorf("error %q: want the reply with the address redacted", msg)
+			}
+		})
+	}
+}
+
+// TestKindRunRedacts: the error of an email step, which the processor logs
+// and stores as last_error, names no recipient, and stays permanent.
+func TestKindRunRedacts(t *testing.T) {
+	srv := mailtest.NewServer(t)
+	srv.RefuseRecipients(550, "Recipient address rejected: User unknown")
+	k := mailpkg.Kind{Sender: mailpkg.SMTPSender{Addr: srv.Addr()}, From: "Shop <shop@example.com>", Domain: "example.com"}
+	for _, to := range []string{"Jane.Doe+shop@Example.org", "Jané.Doe@example.org"} {
+		payload, err := json.Marshal(mailpkg.Email{Template: "order_confirmation", To: to,
+			Data: map[string]any{"OrderID": 1, "AmountCents": 100, "Currency": "usd"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = k.Run(context.Background(), "evt_1/email.confirmation", payload)
+		if err == nil || !isPermanent(err) {
+			t.Fatalf("err = %v, want a permanent refusal", err)
+		}
+		if msg := strings.ToLower(err.Error()); strings.Contains(msg, "doe") || !strings.Contains(msg, "***@example.org") {
+			t.Errorf("error %q: want the recipient redacted", err)
+		}
+	}
+
+	// An address that does not parse is not quoted either.
+	payload, _ := json.Marshal(mailpkg.Email{Template: "order_confirmation", To: "jane.doe@@example.org"})
+	err := k.Run(context.Background(), "evt_2/email.confirmation", payload)
+	if !errors.Is(err, mailpkg.ErrInvalidMessage) || strings.Contains(err.Error(), "jane") {
+		t.Errorf("err = %v, want an invalid message that does not quote the address", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"550 5.1.1 <jane@example.com>: User unknown":       "550 5.1.1 <***@example.com>: User unknown",
+		"RCPT TO:<jane.doe+tag@sub.example.co.uk> refused": "RCPT TO:<***@sub.example.co.uk> refused",
+		`553 "jane doe"@example.com: bad`:                  "553 ***@example.com: bad",
+		"o'brien@example.com, x_y@example.org":             "***@example.com, ***@example.org",
+		"mailbox Jané@exämple.de full":                     "mailbox ***@exämple.de full",
+		`550 "5.1.1 <jan\u00e9@ex\u00e4mple.de>: unknown"`: `550 "5.1.1 <***@ex\u00e4mple.de>: unknown"`,
+		"no address here: 5.1.1":                           "no address here: 5.1.1",
+		"already <***@example.com>":                        "already <***@example.com>",
+	} {
+		if got := mailpkg.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

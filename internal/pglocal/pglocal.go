@@ -3,15 +3,25 @@
 //
 // Tests use it for a throw-away cluster in a temporary directory; the
 // development tool (cmd/dev) uses it for a persistent cluster that survives
-// restarts. The server listens on 127.0.0.1 only and trusts the local
-// `postgres` user, so it must never be exposed beyond the machine.
+// restarts. The server listens on 127.0.0.1 only, over TCP (no Unix
+// socket), and its superuser `postgres` signs in with scram-sha-256 and a
+// random password made when the cluster is created: another user of the
+// machine cannot connect without reading the data directory, which is
+// private (0700). The password is kept in the data directory (see
+// PasswordFile), so a persistent cluster opens again with it, and every URL
+// the Cluster gives carries it.
 //
 // PostgreSQL refuses to run as root. When the current process is root, the
-// cluster is initialised and run as the `postgres` OS user instead.
+// cluster is initialised and run as the `postgres` OS user instead, and the
+// data directory is handed over to that user. pglocal changes the
+// permissions of the data directory only, never of its parents: these must
+// already let `postgres` through, as os.TempDir() and the `postgres`
+// user's home do, and Start says so when they do not.
 package pglocal
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +57,11 @@ const (
 	// tailSize is how much of the server log is kept for error messages.
 	tailSize = 16 << 10
 )
+
+// PasswordFile is the name of the file, in the data directory, that keeps
+// the superuser's password (mode 0600, owned by the user the server runs
+// as).
+const PasswordFile = "pglocal.password"
 
 // ErrNotInstalled is wrapped by the error FindBinDir (and so Start) returns
 // when no PostgreSQL server binaries are found.
@@ -114,9 +129,12 @@ func sortByVersionDesc(paths []string) {
 
 // Options configure a cluster.
 type Options struct {
-	// Dir is the data directory. It is created if missing and initialised
-	// with initdb only if it does not hold a cluster yet, so a persistent
-	// development cluster survives restarts. Required.
+	// Dir is the data directory. It is created if missing (mode 0700) and
+	// initialised with initdb only if it does not hold a cluster yet, so a
+	// persistent development cluster survives restarts. Required. When the
+	// server runs as `postgres` (we are root), every parent of Dir must be
+	// searchable by that user: a directory made by os.MkdirTemp("", …)
+	// is, one made by testing's TempDir is not (its parent is private).
 	Dir string
 	// Port is the TCP port on 127.0.0.1; 0 picks a free one.
 	Port int
@@ -139,6 +157,7 @@ type Cluster struct {
 	port    int
 	durable bool
 	cred    *syscall.Credential // nil unless we are root and run postgres as another user
+	pass    string              // the superuser's password, from PasswordFile
 	log     *serverLog
 
 	mu   sync.Mutex // serialises start and stop
@@ -182,6 +201,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := c.initdb(ctx, opts.Log); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
+	if c.pass, err = c.readPassword(); err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.startLocked(ctx, opts.Port == 0); err != nil {
@@ -190,9 +212,17 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-// URL returns the connection URL of database dbname on this server.
+// URL returns the connection URL of database dbname on this server, with
+// the superuser's name and password.
 func (c *Cluster) URL(dbname string) string {
-	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", c.port, url.PathEscape(dbname))
+	u := url.URL{
+		Scheme:   "postgres",
+		User:     url.UserPassword("postgres", c.pass),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
+		Path:     "/" + dbname,
+		RawQuery: "sslmode=disable",
+	}
+	return u.String()
 }
 
 // Port returns the TCP port the server listens on, on 127.0.0.1.
@@ -281,18 +311,30 @@ func serverCredential() (*syscall.Credential, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse gid of user postgres: %w", err)
 	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	ids, _ := u.GroupIds() // without them, the server runs with its primary group only
+	for _, id := range ids {
+		if g, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(g) != cred.Gid {
+			cred.Groups = append(cred.Groups, uint32(g))
+		}
+	}
+	return cred, nil
 }
 
 // prepareDir creates the data directory and, when postgres runs as another
-// user, hands a fresh directory over to that user and makes sure it can
-// reach it.
+// user, hands a fresh directory over to that user after making sure that
+// user can reach it. No other directory's permissions change.
 func (c *Cluster) prepareDir() error {
 	if err := os.MkdirAll(c.dir, 0o700); err != nil {
 		return fmt.Errorf("create data directory: %w", err)
 	}
 	if c.cred == nil {
 		return nil
+	}
+	if err := searchable(filepath.Dir(c.dir), c.cred); err != nil {
+		return fmt.Errorf("PostgreSQL runs as the postgres user (we are root), which cannot reach the data directory %s: %w; "+
+			"put it under a directory that user can traverse, such as %s or its home, or run as another user "+
+			"(pglocal changes no parent directory's permissions)", c.dir, err, os.TempDir())
 	}
 	if !c.initialised() {
 		if err := os.Chown(c.dir, int(c.cred.Uid), int(c.cred.Gid)); err != nil {
@@ -302,22 +344,21 @@ func (c *Cluster) prepareDir() error {
 			return fmt.Errorf("chmod data directory: %w", err)
 		}
 	}
-	return makeTraversable(filepath.Dir(c.dir))
+	return nil
 }
 
-// makeTraversable grants others search (x) permission on dir and each of
-// its parents that lacks it, so that the postgres user can reach the data
-// directory. Nothing becomes readable or writable.
-func makeTraversable(dir string) error {
+// searchable reports, as an error naming the first directory in the way,
+// whether the user of cred may search dir and each of its parents, by
+// their owner, group and mode bits. ACLs are not read: a directory that
+// grants search only by an ACL is reported as in the way.
+func searchable(dir string, cred *syscall.Credential) error {
 	for {
 		fi, err := os.Stat(dir)
 		if err != nil {
-			return fmt.Errorf("make %s traversable: %w", dir, err)
+			return err
 		}
-		if perm := fi.Mode().Perm(); perm&0o001 == 0 {
-			if err := os.Chmod(dir, perm|0o001); err != nil {
-				return fmt.Errorf("make %s traversable: %w", dir, err)
-			}
+		if !canSearch(fi, cred) {
+			return fmt.Errorf("%s (mode %v) is not searchable by it", dir, fi.Mode().Perm())
 		}
 		parent := filepath.Dir(dir)
 		if parent == dir {
@@ -327,18 +368,43 @@ func makeTraversable(dir string) error {
 	}
 }
 
+// canSearch reports whether the owner, group and mode bits of a directory
+// let the user of cred search it.
+func canSearch(fi os.FileInfo, cred *syscall.Credential) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return true // no owner to compare: let the server try
+	}
+	perm := fi.Mode().Perm()
+	switch {
+	case st.Uid == cred.Uid:
+		return perm&0o100 != 0
+	case st.Gid == cred.Gid || slices.Contains(cred.Groups, st.Gid):
+		return perm&0o010 != 0
+	}
+	return perm&0o001 != 0
+}
+
 // initialised reports whether the data directory already holds a cluster.
 func (c *Cluster) initialised() bool {
 	_, err := os.Stat(filepath.Join(c.dir, "PG_VERSION"))
 	return err == nil
 }
 
-// initdb creates the cluster unless the data directory already holds one.
+// initdb creates the cluster unless the data directory already holds one:
+// the superuser `postgres`, signing in with scram-sha-256 and a random
+// password, which is then kept in PasswordFile.
 func (c *Cluster) initdb(ctx context.Context, log io.Writer) error {
 	if c.initialised() {
 		return nil
 	}
-	args := []string{"-D", c.dir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--locale=C"}
+	pass := rand.Text()
+	pwfile, err := c.tempPasswordFile(pass)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(pwfile)
+	args := []string{"-D", c.dir, "-U", "postgres", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--locale=C"}
 	if !c.durable {
 		args = append(args, "--no-sync")
 	}
@@ -352,7 +418,68 @@ func (c *Cluster) initdb(ctx context.Context, log io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("initdb %s: %w\n%s", c.dir, err, out)
 	}
+	return c.writeFile(filepath.Join(c.dir, PasswordFile), pass+"\n")
+}
+
+// tempPasswordFile writes pass to a new file under os.TempDir() that only
+// the user initdb runs as can read, for initdb's --pwfile.
+func (c *Cluster) tempPasswordFile(pass string) (string, error) {
+	f, err := os.CreateTemp("", "pglocal-pw-*")
+	if err != nil {
+		return "", fmt.Errorf("write initdb's password file: %w", err)
+	}
+	_, err = f.WriteString(pass + "\n")
+	if err == nil && c.cred != nil {
+		err = f.Chown(int(c.cred.Uid), int(c.cred.Gid))
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return "", fmt.Errorf("write initdb's password file: %w", err)
+	}
+	return f.Name(), nil
+}
+
+// writeFile writes a file of the data directory, mode 0600, owned by the
+// user the server runs as.
+func (c *Cluster) writeFile(path, content string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = f.WriteString(content)
+	if err == nil && c.cred != nil {
+		err = f.Chown(int(c.cred.Uid), int(c.cred.Gid))
+	}
+	if err == nil && c.durable {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
 	return nil
+}
+
+// ErrNoPassword is wrapped by the error Start returns for a data directory
+// that holds a cluster but no PasswordFile: one made by an earlier version
+// of pglocal, whose server trusted every local connection.
+var ErrNoPassword = errors.New("the cluster has no password file")
+
+// readPassword returns the superuser's password kept in the data directory.
+func (c *Cluster) readPassword() (string, error) {
+	path := filepath.Join(c.dir, PasswordFile)
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s: %w (%s): it was made by an earlier version, which let any local user connect "+
+			"without a password; remove the directory to start a new, password-protected cluster", c.dir, ErrNoPassword, PasswordFile)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the cluster's password: %w", err)
+	}
+	pass := strings.TrimSpace(string(b))
+	if pass == "" {
+		return "", fmt.Errorf("read the cluster's password: %s is empty", path)
+	}
+	return pass, nil
 }
 
 // startLocked starts the server, retrying failures that look transient: the
@@ -436,8 +563,13 @@ func (c *Cluster) waitReady(ctx context.Context, p *process) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	for {
-		if ping(ctx, c.URL("postgres")) == nil {
+		err := ping(ctx, c.URL("postgres"))
+		if err == nil {
 			return nil
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidPassword {
+			return fmt.Errorf("the server refuses the password in %s: %w", filepath.Join(c.dir, PasswordFile), err)
 		}
 		select {
 		case <-p.done:

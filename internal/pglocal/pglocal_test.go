@@ -3,6 +3,7 @@ package pglocal
 import (
 	"context"
 	"errors"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -132,13 +133,102 @@ func TestStartAfterKill(t *testing.T) {
 	if n := queryInt(t, again.URL("postgres"), "SELECT 1"); n != 1 {
 		t.Errorf("SELECT 1 = %d", n)
 	}
+	if again.URL("postgres") != c.URL("postgres") {
+		t.Errorf("URL after a new Start = %s, want the first one's, %s", again.URL("postgres"), c.URL("postgres"))
+	}
+}
+
+// TestPasswordRequired: the superuser signs in with the cluster's password
+// only; without it, or with another, the server refuses. The password is
+// kept in the data directory, readable by its owner only.
+func TestPasswordRequired(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t)
+	u, err := url.Parse(c.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pass, ok := u.User.Password()
+	if !ok || len(pass) < 20 {
+		t.Fatalf("URL %s carries no password, or a short one", c.URL("postgres"))
+	}
+	for name, user := range map[string]*url.Userinfo{
+		"NoPassword":    url.User("postgres"),
+		"WrongPassword": url.UserPassword("postgres", pass+"x"),
+		"OtherUser":     url.UserPassword("someone", pass),
+	} {
+		u := *u
+		u.User = user
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		conn, err := pgx.Connect(ctx, u.String())
+		cancel()
+		if err == nil {
+			conn.Close(context.Background())
+			t.Errorf("%s: connected as %s", name, user)
+		}
+	}
+
+	fi, err := os.Stat(filepath.Join(c.Dir(), PasswordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("%s has mode %v, want 0600", PasswordFile, fi.Mode().Perm())
+	}
+	if fi, err := os.Stat(c.Dir()); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("data directory: mode %v (%v), want 0700", fi.Mode().Perm(), err)
+	}
+}
+
+// TestParentsUntouched: a data directory whose parent is private (as
+// testing's TempDir is) is used as it is when the server runs as the
+// current user, and refused with an explanation when it runs as postgres
+// (we are root); either way the parent keeps its permissions.
+func TestParentsUntouched(t *testing.T) {
+	t.Parallel()
+	parent := tempDir(t)
+	if err := os.Chmod(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Start(ctx, Options{Dir: filepath.Join(parent, "pg"), Log: testLog{t}})
+	if err == nil {
+		t.Cleanup(func() { _ = c.Stop(context.Background()) })
+	}
+	switch root := os.Geteuid() == 0; {
+	case root && err == nil:
+		t.Errorf("as root, Start succeeded in a directory the postgres user cannot reach")
+	case root && !strings.Contains(err.Error(), "cannot reach the data directory"):
+		t.Errorf("as root, Start's error does not explain: %v", err)
+	case !root && err != nil:
+		t.Errorf("Start: %v", err)
+	}
+	if fi, err := os.Stat(parent); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("parent directory: mode %v (%v), want it left 0700", fi.Mode().Perm(), err)
+	}
+}
+
+// TestClusterWithoutPassword: a data directory made by an earlier pglocal,
+// whose server trusted every local connection, is refused rather than
+// started as it was.
+func TestClusterWithoutPassword(t *testing.T) {
+	t.Parallel()
+	dir := tempDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "PG_VERSION"), []byte("15\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Options{Dir: dir})
+	if !errors.Is(err, ErrNoPassword) || !strings.Contains(err.Error(), "remove the directory") {
+		t.Fatalf("Start = %v, want ErrNoPassword and what to do", err)
+	}
 }
 
 func startCluster(t *testing.T) *Cluster {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	c, err := Start(ctx, Options{Dir: t.TempDir(), Log: testLog{t}})
+	c, err := Start(ctx, Options{Dir: tempDir(t), Log: testLog{t}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +238,19 @@ func startCluster(t *testing.T) *Cluster {
 		}
 	})
 	return c
+}
+
+// tempDir returns a new directory under os.TempDir(), removed when the test
+// ends. Not testing's TempDir: its parent is private, and as root the
+// server (run as postgres) could not reach it.
+func tempDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "pglocal-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
 }
 
 func mustExec(t *testing.T, url, sql string) {

@@ -31,10 +31,19 @@ func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
 		Providers:  provs,
 		Specs:      s.cfg.Specs(),
 		Lease:      s.cfg.LeaseDuration,
-		MailDomain: s.cfg.MailDomain(),
+		Kinds:      s.proc.Kinds(),
 		Gatherer:   s.registry,
 		Reconciler: rec,
 		Log:        s.log,
+		// The operator alerts' channels, which the overview names.
+		AlertChannels: alertChannels(s.cfg.AlertWebhookURL, s.cfg.AlertEmail),
+		// Who may reach it, and how its sign-in is guarded.
+		Addr:           s.cfg.AdminAddr,
+		Hosts:          s.cfg.AdminHosts,
+		CookieSecure:   s.cfg.AdminCookieSecure,
+		TrustedProxies: s.cfg.TrustedProxies,
+		ClientIP:       ipExtractor(s.cfg.TrustedProxies),
+		Lockout:        s.cfg.AdminLockout,
 	})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)

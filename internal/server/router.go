@@ -37,8 +37,14 @@ func (s *Server) router() *echo.Echo {
 	}, []string{"route", "method", "code"})
 	s.registry.MustRegister(latency)
 
+	s.webhookRoutes = nil
+	for _, p := range s.providers {
+		if p.on {
+			s.webhookRoutes = append(s.webhookRoutes, p.spec.Route())
+		}
+	}
 	// Pre: it sees every request, routed or not (404, 405 included).
-	e.Pre(s.requests(latency))
+	e.Pre(s.requests(latency), trailingSlash(s.webhookRoutes))
 
 	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.readyz)
@@ -71,6 +77,26 @@ func (s *Server) router() *echo.Echo {
 		s.log.Info("webhook route mounted", "route", p.spec.Route())
 	}
 	return e
+}
+
+// trailingSlash answers a webhook route written with a trailing slash
+// (/webhooks/stripe/) as the route itself: a sender, or the Stripe CLI's
+// --forward-to, posts to the URL as it was typed and follows no redirect.
+// Only those exact paths are rewritten; any other path is routed as it is.
+func trailingSlash(routes []string) echo.MiddlewareFunc {
+	slashed := map[string]string{}
+	for _, r := range routes {
+		slashed[r+"/"] = r
+	}
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c *echo.Context) error {
+			u := c.Request().URL
+			if r, ok := slashed[u.EscapedPath()]; ok {
+				u.Path, u.RawPath = r, ""
+			}
+			return next(c)
+		}
+	}
 }
 
 // ipExtractor is where a request's client address comes from: the socket,
@@ -211,6 +237,20 @@ func (s *Server) errorHandler(c *echo.Context, err error) {
 	}
 	if c.Request().Method == http.MethodHead {
 		_ = c.NoContent(code)
+		return
+	}
+	if p := c.Request().URL.Path; code == http.StatusNotFound && (p == "/webhooks" || strings.HasPrefix(p, "/webhooks/")) {
+		// A sender pointed at a wrong or unmounted route: say which are
+		// mounted (the configuration's, never anything of the request).
+		routes := make([]string, 0, len(s.webhookRoutes))
+		for _, r := range s.webhookRoutes {
+			routes = append(routes, "POST "+r)
+		}
+		_ = c.JSON(code, struct {
+			Error  string   `json:"error"`
+			Routes []string `json:"webhook_routes"`
+			Hint   string   `json:"hint"`
+		}{http.StatusText(code), routes, "a provider's route is mounted only when its secret is set"})
 		return
 	}
 	_ = c.JSON(code, map[string]string{"error": http.StatusText(code)})

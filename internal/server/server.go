@@ -24,6 +24,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -52,6 +53,9 @@ type Server struct {
 	closers []func(context.Context) error
 	// closed once Shutdown has closed the listener and logged it.
 	listenerClosed chan struct{}
+	// webhookRoutes are the mounted webhook routes, which a 404 under
+	// /webhooks/ names.
+	webhookRoutes []string
 }
 
 // headerTimeout is how long a request's headers may take to arrive on
@@ -142,6 +146,17 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.FulfillmentURL != "" && cfg.FulfillmentKey == nil {
+		log.Warn("fulfillment calls are unsigned: set FULFILLMENT_SECRET so that the fulfillment API can tell the receiver's calls from anybody's",
+			"variable", "FULFILLMENT_SECRET")
+	}
+	for _, spec := range cfg.Specs() {
+		if spec.Warnings != nil {
+			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {
+				log.Warn(w, "provider", spec.Source)
+			}
+		}
+	}
 	if err := db.Migrate(cfg.DatabaseURL); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
@@ -154,6 +169,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	}
 	pool := s.pool
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	s.registry.MustRegister(buildInfo())
 	s.metrics = webhooks.NewMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
 	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
@@ -184,6 +200,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	s.setupAlerts()
 	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
 		pool.Close()
 		return nil, err
@@ -204,6 +221,17 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	return s, nil
 }
 
+// buildInfo is paywebhooks_build_info{version,goversion} 1: which build
+// each replica runs, for dashboards and for joining onto other series.
+func buildInfo() prometheus.Collector {
+	v := version.Get()
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "paywebhooks_build_info",
+		Help:        "Always 1; its labels are the version the receiver was built as and the Go it was built with.",
+		ConstLabels: prometheus.Labels{"version": v.Version, "goversion": v.GoVersion},
+	}, func() float64 { return 1 })
+}
+
 func (s *Server) metricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.registry, promhttp.HandlerOpts{EnableOpenMetrics: true})
 }
@@ -213,6 +241,9 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Processor is the receiver's processor, for tests.
 func (s *Server) Processor() *webhooks.Processor { return s.proc }
+
+// Metrics are the receiver's delivery and step series, for tests.
+func (s *Server) Metrics() *webhooks.Metrics { return s.metrics }
 
 // Addrs are the addresses the server listens on, once it does.
 type Addrs struct {

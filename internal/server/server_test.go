@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -52,7 +53,14 @@ func get(t *testing.T, url string) (int, string) {
 // when the database is gone or the schema is behind, 200 again after.
 func TestReadyz(t *testing.T) {
 	ctx := context.Background()
-	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: t.TempDir()})
+	// Under os.TempDir(), not t.TempDir(), whose private parent the
+	// server could not reach when it runs as postgres (we are root).
+	dir, err := os.MkdirTemp("", "server-test-pg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	cluster, err := pglocal.Start(ctx, pglocal.Options{Dir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -202,6 +202,9 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 // error may quote request parts: providers cap what they quote.
 func (d *delivery) reject(ctx context.Context, status int, reason string, err error) {
 	d.h.metrics.Rejections.WithLabelValues(d.spec.Source, reason).Inc()
+	if reason == ReasonNoValidSignature {
+		d.h.metrics.signatureMismatch(d.spec.Source, err)
+	}
 	telemetry.Annotate(ctx, telemetry.AttrOutcome.String("rejected"), telemetry.AttrRejection.String(reason))
 	d.answer(status, response{Outcome: "rejected", Reason: reason})
 	d.h.log.WarnContext(ctx, "delivery rejected", "status", status, "reason", reason, "error", errText(err),

@@ -2,7 +2,7 @@
 // github.com/emersion/go-smtp and listening on 127.0.0.1.
 //
 //	srv := mailtest.NewServer(t)
-//	sender := mail.SMTPSender{Addr: srv.Addr()}
+//	sender := mail.SMTPSender{Addr: srv.Addr()} // loopback: no TLS by default
 //	... // code under test sends mail
 //	msgs := srv.WaitFor(t, 1, 5*time.Second)
 package mailtest
@@ -35,42 +35,57 @@ type Received struct {
 	Data      []byte   // the message as transmitted
 	MessageID string   // the Message-ID header, brackets included; "" if unparseable
 	Username  string   // the AUTH PLAIN user, "" without AUTH
-	TLS       bool     // whether the session used STARTTLS
+	TLS       bool     // whether the session used TLS (STARTTLS, or implicit)
 }
 
 // Server is a running test SMTP server. It accepts every sender and
 // recipient, and AUTH PLAIN with any credentials. It is closed by the test's
 // Cleanup.
 type Server struct {
-	srv *smtp.Server
-	ln  net.Listener
+	srv   *smtp.Server
+	ln    net.Listener
+	roots *x509.CertPool // trusts the server's certificate; nil without TLS
 
 	mu      sync.Mutex
 	msgs    []Received
 	failure error
+	refusal *smtp.SMTPError // the reply to every RCPT TO; nil: accept
 }
 
 // NewServer starts a plain-text server (no STARTTLS; AUTH allowed anyway).
-func NewServer(tb testing.TB) *Server { return newServer(tb, nil) }
+func NewServer(tb testing.TB) *Server { return newServer(tb, false, false) }
 
 // NewTLSServer starts a server that offers STARTTLS with a self-signed
-// certificate for 127.0.0.1 and localhost.
-func NewTLSServer(tb testing.TB) *Server {
-	tb.Helper()
-	cert, err := selfSigned()
-	if err != nil {
-		tb.Fatalf("mailtest: certificate: %v", err)
-	}
-	return newServer(tb, &tls.Config{Certificates: []tls.Certificate{cert}})
-}
+// certificate for 127.0.0.1 and localhost; RootCAs trusts it.
+func NewTLSServer(tb testing.TB) *Server { return newServer(tb, true, false) }
 
-func newServer(tb testing.TB, tlsConfig *tls.Config) *Server {
+// NewImplicitTLSServer starts a server that speaks TLS from the first
+// byte (as on port 465), with a self-signed certificate for 127.0.0.1 and
+// localhost; RootCAs trusts it.
+func NewImplicitTLSServer(tb testing.TB) *Server { return newServer(tb, true, true) }
+
+func newServer(tb testing.TB, withTLS, implicit bool) *Server {
 	tb.Helper()
+	var tlsConfig *tls.Config
+	var roots *x509.CertPool
+	if withTLS {
+		cert, err := selfSigned()
+		if err != nil {
+			tb.Fatalf("mailtest: certificate: %v", err)
+		}
+		tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}}
+		roots = x509.NewCertPool()
+		roots.AddCert(cert.Leaf)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		tb.Fatalf("mailtest: listen: %v", err)
 	}
-	s := &Server{ln: ln}
+	if implicit {
+		ln = tls.NewListener(ln, tlsConfig)
+		tlsConfig = nil // no STARTTLS on a connection that is TLS already
+	}
+	s := &Server{ln: ln, roots: roots}
 	s.srv = smtp.NewServer(smtp.BackendFunc(func(c *smtp.Conn) (smtp.Session, error) {
 		return &session{srv: s, conn: c}, nil
 	}))
@@ -95,6 +110,10 @@ func newServer(tb testing.TB, tlsConfig *tls.Config) *Server {
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
+// RootCAs returns a pool that trusts the server's certificate (nil for a
+// server without TLS), for the sender's RootCAs.
+func (s *Server) RootCAs() *x509.CertPool { return s.roots }
+
 // Messages returns a copy of the messages accepted so far, in order.
 func (s *Server) Messages() []Received {
 	s.mu.Lock()
@@ -108,6 +127,32 @@ func (s *Server) SetFailure(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failure = err
+}
+
+// RefuseRecipients makes the server answer every RCPT TO with code, as
+// real servers do, quoting the recipient: "<code> <class>.1.1 <addr>:
+// <reason>" ("550 5.1.1 <jane@example.com>: Recipient address rejected").
+// RefuseRecipients(0, "") accepts them again.
+func (s *Server) RefuseRecipients(code int, reason string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == 0 {
+		s.refusal = nil
+		return
+	}
+	s.refusal = &smtp.SMTPError{Code: code, EnhancedCode: smtp.EnhancedCode{code / 100, 1, 1}, Message: reason}
+}
+
+// refuse returns the reply to RCPT TO for to, or nil.
+func (s *Server) refuse(to string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.refusal == nil {
+		return nil
+	}
+	e := *s.refusal
+	e.Message = "<" + to + ">: " + e.Message
+	return &e
 }
 
 // WaitFor polls until at least n messages have been accepted and returns
@@ -172,6 +217,9 @@ func (ss *session) Rcpt(to string, _ *smtp.RcptOptions) error {
 	if err := ss.srv.fail(); err != nil {
 		return err
 	}
+	if err := ss.srv.refuse(to); err != nil {
+		return err
+	}
 	ss.to = append(ss.to, to)
 	return nil
 }
@@ -228,5 +276,9 @@ func selfSigned() (tls.Certificate, error) {
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, nil
 }
