@@ -46,6 +46,7 @@ import (
 const (
 	stripeSecret = "whsec_e2e_receiver_secret"
 	githubSecret = "e2e-github-secret-0123456789abcdef"
+	paddleSecret = "pdl_ntfset_e2e_receiver_secret_0123456789"
 	mailDomain   = "example.test"
 	mailFrom     = "Shop <shop@example.test>"
 	notifyEmail  = "owner@example.test"

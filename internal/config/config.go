@@ -74,6 +74,15 @@ type Config struct {
 	DBMaxConns         int32
 	LogLevel           slog.Level
 
+	// What a request may cost before its signature is verified (README,
+	// "What a request costs").
+	UnverifiedBodyBytes int64         // budget shared by unverified bodies (webhooks.Admission)
+	BodyTimeout         time.Duration // how long a body may take after its headers
+	MaxConnections      int           // connections open on HTTP_ADDR at once
+	// MemoryLimitSet: GOMEMLIMIT is set, and the runtime's soft memory
+	// limit is the operator's; otherwise it is MemoryBound.
+	MemoryLimitSet bool
+
 	// Warnings are what start-up logs about values it accepts but should
 	// not have to (a short secret).
 	Warnings []Warning
@@ -139,6 +148,12 @@ const (
 	// DefaultDBMaxConns: durable commits need concurrency to share their
 	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
 	DefaultDBMaxConns = 16
+
+	// DefaultUnverifiedBodyBytes: 32 bodies of the largest size at once,
+	// or thousands of the size senders send.
+	DefaultUnverifiedBodyBytes = 32 << 20
+	DefaultBodyTimeout         = 5 * time.Second
+	DefaultMaxConnections      = 1024
 )
 
 // Load reads the configuration through getenv (os.Getenv in production, a
@@ -177,6 +192,10 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		specs:              specs,
 	}
 	c.StepTimeout = l.duration("STEP_TIMEOUT", webhooks.StepTimeout(c.LeaseDuration))
+	c.UnverifiedBodyBytes = int64(l.integer("UNVERIFIED_BODY_BYTES", DefaultUnverifiedBodyBytes))
+	c.BodyTimeout = l.duration("BODY_TIMEOUT", DefaultBodyTimeout)
+	c.MaxConnections = l.integer("MAX_CONNECTIONS", DefaultMaxConnections)
+	c.MemoryLimitSet = l.str("GOMEMLIMIT", "") != ""
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
 	}
@@ -322,6 +341,15 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if c.MaxInflight < 1 {
 		l.fail("MAX_INFLIGHT", "must be at least 1")
 	}
+	if c.MaxBodyBytes > 0 && c.UnverifiedBodyBytes < c.MaxBodyBytes {
+		l.fail("UNVERIFIED_BODY_BYTES", fmt.Sprintf("must be at least MAX_BODY_BYTES (%d): a body of the largest size must fit", c.MaxBodyBytes))
+	}
+	if c.BodyTimeout < 100*time.Millisecond || c.BodyTimeout > time.Minute {
+		l.fail("BODY_TIMEOUT", "must be between 100ms and 1m")
+	}
+	if c.MaxConnections < 16 {
+		l.fail("MAX_CONNECTIONS", "must be at least 16")
+	}
 	if c.RedriveInterval < 100*time.Millisecond {
 		l.fail("REDRIVE_INTERVAL", "must be at least 100ms")
 	}
@@ -344,6 +372,45 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", errors.Join(l.errs...))
 	}
 	return c, nil
+}
+
+// The terms of MemoryBound that no setting names, measured with margin
+// (README, "What a request costs").
+const (
+	// BaseMemory is what the process holds with nothing in flight: the
+	// runtime, the binary, the pool and its connections' buffers, the
+	// metrics, the body buffers kept for reuse (24 MiB resident when idle).
+	BaseMemory = 48 << 20
+	// ConnectionMemory is what one open connection may hold besides its
+	// body: a goroutine's stack, net/http's buffers, and headers of up to
+	// 64 KiB read and parsed (84 KiB measured with 60 KiB of headers, 21
+	// KiB with a delivery's).
+	ConnectionMemory = 128 << 10
+	// DeliveryBodies is how many copies of its body a verified delivery
+	// may hold while it is processed: the body, what is decoded from it,
+	// and the query that stores it.
+	DeliveryBodies = 3
+)
+
+// MemoryBound is the most memory requests can make the receiver hold, as
+// the README states it:
+//
+//	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_INFLIGHT × DeliveryBodies × MAX_BODY_BYTES
+//	  + MAX_CONNECTIONS × ConnectionMemory
+//
+// Unless GOMEMLIMIT is set, it is also the runtime's soft memory limit,
+// so that the collector's headroom (GOGC) cannot take the process past
+// it.
+func (c Config) MemoryBound() int64 {
+	return c.StrangerMemoryBound() + int64(c.MaxInflight)*DeliveryBodies*c.MaxBodyBytes
+}
+
+// StrangerMemoryBound is the part of MemoryBound that requests nobody
+// signed can reach: all of it but the verified deliveries' term,
+//
+//	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_CONNECTIONS × ConnectionMemory
+func (c Config) StrangerMemoryBound() int64 {
+	return BaseMemory + c.UnverifiedBodyBytes + int64(c.MaxConnections)*ConnectionMemory
 }
 
 // loadSMTPTLS reads SMTP_TLS: one of mail.TLSModes, meaningful with
@@ -486,6 +553,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("SILENCE_ALERT_AFTER", silencesText(c.SilenceAlertAfter)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.Int("MAX_INFLIGHT", c.MaxInflight),
+		slog.Int64("UNVERIFIED_BODY_BYTES", c.UnverifiedBodyBytes),
+		slog.String("BODY_TIMEOUT", c.BodyTimeout.String()),
+		slog.Int("MAX_CONNECTIONS", c.MaxConnections),
 		slog.String("TRUSTED_PROXIES", strings.Join(proxies, ",")),
 		slog.String("REDRIVE_INTERVAL", c.RedriveInterval.String()),
 		slog.Int("REDRIVE_PARALLELISM", c.RedriveParallelism),

@@ -48,6 +48,17 @@ func TestLoad(t *testing.T) {
 		if c.MailDomain() != "localhost" {
 			t.Errorf("MailDomain = %q", c.MailDomain())
 		}
+		if c.UnverifiedBodyBytes != 32<<20 || c.BodyTimeout != 5*time.Second || c.MaxConnections != 1024 || c.MemoryLimitSet {
+			t.Errorf("defaults of UNVERIFIED_BODY_BYTES, BODY_TIMEOUT, MAX_CONNECTIONS, GOMEMLIMIT not applied: %+v", c)
+		}
+		// The README states the bounds of the defaults: 976 MiB, 208 of
+		// them within reach of requests nobody signed.
+		if got := c.MemoryBound(); got != 976<<20 {
+			t.Errorf("MemoryBound() of the defaults = %d MiB, the README says 976", got>>20)
+		}
+		if got := c.StrangerMemoryBound(); got != 208<<20 {
+			t.Errorf("StrangerMemoryBound() of the defaults = %d MiB, the README says 208", got>>20)
+		}
 		if c.AdminLockout != 15*time.Minute || c.AdminCookieSecure || len(c.AdminHosts) != 0 {
 			t.Errorf("defaults of ADMIN_LOCKOUT, ADMIN_COOKIE_SECURE, ADMIN_HOSTS not applied: %+v", c)
 		}
@@ -89,6 +100,10 @@ func TestLoad(t *testing.T) {
 		{"ErrStepTimeoutOverLease", "STEP_TIMEOUT", "5m", "LEASE_DURATION 5m0s is not longer than the step timeout (5m0s)"},
 		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
 		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
+		{"ErrUnverifiedBelowMaxBody", "UNVERIFIED_BODY_BYTES", "65536", "UNVERIFIED_BODY_BYTES must be at least MAX_BODY_BYTES (1048576)"},
+		{"ErrBodyTimeout", "BODY_TIMEOUT", "10ms", "BODY_TIMEOUT must be between 100ms and 1m"},
+		{"ErrBodyTimeoutNotDuration", "BODY_TIMEOUT", "5", "BODY_TIMEOUT must be a Go duration"},
+		{"ErrMaxConnections", "MAX_CONNECTIONS", "8", "MAX_CONNECTIONS must be at least 16"},
 		{"ErrSMTPTLSWithoutAddr", "SMTP_TLS", "starttls", "SMTP_TLS is set, but SMTP_ADDR is not"},
 		{"ErrAdminHosts", "ADMIN_HOSTS", "console.example.com, https://console.example.com", `ADMIN_HOSTS "https://console.example.com" is not a host`},
 		{"ErrAdminHostsPort", "ADMIN_HOSTS", "console.example.com:0", `ADMIN_HOSTS "console.example.com:0" is not a host`},
@@ -113,6 +128,15 @@ func TestLoad(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("GOMEMLIMIT", func(t *testing.T) {
+		e := valid()
+		e["GOMEMLIMIT"] = "400MiB"
+		c, err := Load(env(e), specs)
+		if err != nil || !c.MemoryLimitSet {
+			t.Errorf("with GOMEMLIMIT set: MemoryLimitSet %v, err %v; want true: the runtime's limit is the operator's", c.MemoryLimitSet, err)
+		}
+	})
 
 	t.Run("EveryProblemAtOnce", func(t *testing.T) {
 		_, err := Load(env(map[string]string{"LEASE_DURATION": "x", "SMTP_ADDR": "nope"}), specs)
