@@ -40,7 +40,7 @@ vuln: ## govulncheck (a tool of go.mod) against the Go vulnerability database
 fuzz: ## run the fuzz targets for a bounded time (FUZZTIME, default 20s each)
 	scripts/fuzz.sh
 
-bench: build ## measure the receiver against pgbench and the copied snippet; writes BENCHMARKS.md
+bench: build ## measure the receiver against the copied snippet (net/http, Echo) and pgbench, direct and through PgBouncer; writes BENCHMARKS.md
 	scripts/bench.sh
 
 screenshots: build ## the console's screenshots in docs/ (headless Chromium)

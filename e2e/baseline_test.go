@@ -17,6 +17,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
 // The baseline receiver is the snippet everyone copies, from the seed
@@ -62,6 +63,8 @@ func runBaseline() int {
 	defer pool.Close()
 	verifier := stripe.New([]string{os.Getenv("STRIPE_WEBHOOK_SECRET")})
 	api := fulfillment.New(os.Getenv("FULFILLMENT_URL"))
+	// Signed as the receiver signs, so that the test's API takes its calls.
+	api.Key, _ = standardwebhooks.ParseSecret(os.Getenv("FULFILLMENT_SECRET"))
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {

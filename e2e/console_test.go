@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,13 +21,16 @@ import (
 
 // The operator console, driven in headless Chromium as an operator would
 // use it, against the built binary: sign in, find a parked event by its
-// Checkout Session id, read why it was parked, replay it, see it done.
+// Checkout Session id, read why it was parked and every attempt of its
+// steps, replay it, see it done; resolve an event no replay can fix; then
+// the same pages at a phone's width (400 px), none wider than the screen,
+// and the actions reachable from the keyboard.
 //
 // Chromium is Debian's package (scripts/ensure-chromium.sh installs it when
 // it is missing and it may); no browser is downloaded by a tool of its own.
 // With CONSOLE_SCREENSHOTS=1 the test writes the screenshots of the README
 // into docs/ (console-overview.png, console-parked.png, console-event.png,
-// console-replayed.png).
+// console-replayed.png, console-resolve.png, console-phone.png).
 
 const consoleScreenshotsEnv = "CONSOLE_SCREENSHOTS"
 
@@ -38,12 +42,16 @@ func TestConsoleInBrowser(t *testing.T) {
 	w := newWorld(t)
 	// Not 127.0.0.1:0: configuration refuses an ADMIN_ADDR equal to
 	// HTTP_ADDR as written, port 0 included.
-	p := startReceiver(t, "console", w.env("ADMIN_ADDR", "localhost:0", "ADMIN_TOKEN", consoleToken))
+	// Three attempts a step: the parked event below is the fulfillment
+	// API down for its three (the delivery's, then the redriver's).
+	p := startReceiver(t, "console", w.env("ADMIN_ADDR", "localhost:0", "ADMIN_TOKEN", consoleToken, "MAX_STEP_ATTEMPTS", "3"))
 	admin := consoleAdminURL(t, p)
 
 	// A short history: paid checkouts, an invoice, a marketplace purchase,
-	// a forged delivery (refused), and a checkout whose fulfillment call the
-	// API refuses for good (422), which parks that step.
+	// a forged delivery (refused), a checkout whose fulfillment call the
+	// API answers 503 three times (the delivery's attempt, then two of the
+	// redriver's), which parks that step, and one the API refuses for good
+	// (422): an order it will never know.
 	for n := range 4 {
 		mustPost(t, p.URL, checkout(n, "con"), http.StatusOK)
 	}
@@ -55,11 +63,18 @@ func TestConsoleInBrowser(t *testing.T) {
 		stripeHeader(forged.Body, "whsec_not_the_secret", time.Now()), forged.Body); err != nil || res.Status != http.StatusBadRequest {
 		t.Fatalf("forged delivery: %v %+v", err, res)
 	}
-	w.API.SetStatus(422)
+	w.API.SetStatus(http.StatusServiceUnavailable)
 	parked := checkout(7, "con")
-	mustPost(t, p.URL, parked, http.StatusOK)
+	mustPost(t, p.URL, parked, http.StatusBadGateway)
+	waitFor(t, 30*time.Second, "the redriver to park the failing step", func() bool {
+		st, _ := w.stepState(t, parked.StepKey(stepFulfillment))
+		return st == "parked"
+	})
+	w.API.SetStatus(http.StatusUnprocessableEntity)
+	unknown := checkout(8, "con")
+	mustPost(t, p.URL, unknown, http.StatusOK)
 	w.API.SetStatus(0)
-	if st, _ := w.stepState(t, parked.StepKey(stepFulfillment)); st != "parked" {
+	if st, _ := w.stepState(t, unknown.StepKey(stepFulfillment)); st != "parked" {
 		t.Fatalf("the refused fulfillment step is %q, want parked", st)
 	}
 	session := checkoutSession(7, "con")
@@ -104,11 +119,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	present("#token")
 	run("type the token", chromedp.SendKeys(chromedp.CSS("#token"), consoleToken))
 	click("#signin", "#parked")
-	if got := text("#parked .big"); got != "1" {
-		t.Errorf("the overview counts %q parked events, want 1", got)
+	if got := text("#parked .big"); got != "2" {
+		t.Errorf("the overview counts %q parked events, want 2", got)
+	}
+	if got := text("#legend-parked .count"); got != "2" {
+		t.Errorf("the overview's chart counts %q parked events, want 2: the card's", got)
 	}
 	shots.take(ctx, "overview")
-	t.Log("signed in; the overview shows 1 parked event")
+	t.Log("signed in; the overview shows 2 parked events, in its card and its chart")
 
 	// The events waiting for an operator.
 	run("list parked events", chromedp.Navigate(admin+"/events?state=parked"))
@@ -125,17 +143,41 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 	t.Logf("found %s by %s", parked.Key, session)
 
-	// Read why it was parked.
+	// Read why it was parked, and every attempt.
 	click(`#events a[href="/events/`+parked.Key+`"]`, "#why-fulfillment")
 	why := text("#why-fulfillment pre")
-	if !strings.Contains(why, "422") {
-		t.Errorf("the event page says it was parked because %q; want the API's 422", why)
+	if !strings.Contains(why, "503") {
+		t.Errorf("the event page says it was parked because %q; want the API's 503", why)
 	}
 	if got := text("#state"); got != "parked" {
 		t.Errorf("the event page shows state %q, want parked", got)
 	}
+	attempts, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`Array.from(document.querySelectorAll(
+		"#attempts-fulfillment tbody tr")).map(r => Array.from(r.cells).slice(0, 5).map(c => c.textContent.trim())
+		.filter((_, i) => i !== 1 && i !== 2).join(" "))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"1 failed 503", "2 failed 503", "3 parked 503"}; !slices.Equal(attempts, want) {
+		t.Errorf("the event page's attempts of the fulfillment step %q, want %q", attempts, want)
+	}
 	shots.take(ctx, "event")
-	t.Logf("why it was parked: %s", why)
+	t.Logf("why it was parked: %s; its attempts: %q", why, attempts)
+
+	// The actions are reachable from the keyboard, and show where focus is.
+	var focused string
+	for range 60 {
+		run("press Tab", chromedp.KeyEvent("\t"))
+		if focused, _ = chromedp.Run(ctx, chromedp.Evaluate[string](`document.activeElement.id`)); focused == "replay" {
+			break
+		}
+	}
+	if focused != "replay" {
+		t.Errorf("Tab never reached the Replay action")
+	} else if outline, _ := chromedp.Run(ctx, chromedp.Evaluate[string](
+		`getComputedStyle(document.activeElement).outlineStyle`)); outline == "none" || outline == "" {
+		t.Errorf("the focused Replay action shows no focus (outline %q)", outline)
+	}
 
 	// Replay it: a preview, then the action and its result.
 	click("#replay", "#do-replay")
@@ -159,10 +201,59 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st, attempts := w.stepState(t, parked.StepKey(stepFulfillment)); st != "done" || attempts != 1 {
 		t.Errorf("the fulfillment step is %s after %d attempts; want done after 1 (attempts reset by the replay)", st, attempts)
 	}
-	if n := w.API.CountByKey(idemKey(parked.StepKey(stepFulfillment))); n != 2 {
-		t.Errorf("the fulfillment API saw the step's Idempotency-Key %d times, want 2 (refused, then replayed)", n)
+	if n := w.API.CountByKey(idemKey(parked.StepKey(stepFulfillment))); n != 4 {
+		t.Errorf("the fulfillment API saw the step's Idempotency-Key %d times, want 4 (503 three times, then replayed)", n)
+	}
+	if got := text("#attempts-fulfillment tbody tr:last-child .badge"); got != "done" {
+		t.Errorf("the replay's attempt is %q on the event page, want done", got)
 	}
 	t.Log("replayed: the event is done")
+
+	// Resolve the order the API will never know: preview, a reason, done.
+	run("open the unknown order's event", chromedp.Navigate(admin+"/events/"+unknown.Key))
+	click("#resolve", "#reason")
+	if plan := text("#plan"); !strings.Contains(plan, "Close step fulfillment") {
+		t.Errorf("the resolve preview says %q; want it to close the fulfillment step", plan)
+	}
+	run("type the reason", chromedp.SendKeys(chromedp.CSS("#reason"), "refunded by hand in the dashboard; never to ship"))
+	shots.take(ctx, "resolve")
+	click("#do-resolve", "#state-after")
+	if got := text("#state-after"); got != "resolved" {
+		t.Errorf("after resolving, the event is %q, want resolved", got)
+	}
+	click("#back", "#resolution")
+	if got := text("#resolution-reason"); got != "refunded by hand in the dashboard; never to ship" {
+		t.Errorf("the event page keeps the reason %q", got)
+	}
+	run("back to the overview", chromedp.Navigate(admin+"/"))
+	if got := text("#parked .big"); got != "0" {
+		t.Errorf("after the replay and the resolve, the overview counts %q parked events, want 0", got)
+	}
+	if !p.out.contains(`"operator resolved a parked event"`) {
+		t.Error("the resolve is not logged with who did it")
+	}
+	t.Log("resolved: nothing is parked")
+
+	// A phone's width: no page is wider than the screen (wide tables
+	// scroll in their own box).
+	run("a phone's screen", chromedp.EmulateViewport(400, 860))
+	for _, path := range []string{"/", "/events", "/events?state=resolved", "/events/" + parked.Key, "/events/" + unknown.Key,
+		"/events/" + unknown.Key + "/resolve", "/events/" + parked.Key + "/replay", "/replay-parked"} {
+		run("open "+path, chromedp.Navigate(admin+path))
+		present("main h1")
+		widths, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](
+			`[document.documentElement.scrollWidth, document.body.scrollWidth, window.innerWidth]`))
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		if widths[0] > widths[2] || widths[1] > widths[2] {
+			t.Errorf("at 400 px, %s is %d px wide (body %d) for a %d px viewport: it scrolls sideways", path, widths[0], widths[1], widths[2])
+		}
+		if path == "/events/"+parked.Key {
+			shots.take(ctx, "phone")
+		}
+	}
+	t.Log("at 400 px, no page is wider than the screen")
 
 	if bad := messages.problems(); len(bad) > 0 {
 		t.Errorf("the browser reported (a Content-Security-Policy violation, an exception):\n  %s", strings.Join(bad, "\n  "))

@@ -42,7 +42,7 @@ func TestSeedSameDeliveryTwice(t *testing.T) {
 					t.Fatalf("delivery %d: %+v, %v; want 200 %s", i+1, res, err, want)
 				}
 			}
-			if n := count(t, w.DB, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, tc.d.ID); n != 1 {
+			if n := count(t, w.DB, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, tc.d.Key); n != 1 {
 				t.Errorf("orders = %d, want 1", n)
 			}
 			mails, calls := w.mailsByID(), w.fulfillmentsByKey()

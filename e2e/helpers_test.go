@@ -37,17 +37,26 @@ import (
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/mail/mailtest"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	github "github.com/paywebhooks/receiver/internal/providers/github"
+	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Secrets and addresses every receiver in this suite is configured with.
 const (
 	stripeSecret = "whsec_e2e_receiver_secret"
 	githubSecret = "e2e-github-secret-0123456789abcdef"
+	paddleSecret = "pdl_ntfset_e2e_receiver_secret_0123456789"
 	mailDomain   = "example.test"
 	mailFrom     = "Shop <shop@example.test>"
 	notifyEmail  = "owner@example.test"
 	hookID       = "4242"
 )
+
+// fulfillmentSecret (the key "e2e fulfillment key, 32 bytes.") signs every
+// fulfillment call; the test API verifies each, unless the binary is
+// E2E_SERVER_BIN's, which may predate signed calls.
+const fulfillmentSecret = "whsec_ZTJlIGZ1bGZpbGxtZW50IGtleSwgMzIgYnl0ZXMu"
 
 // pollEvery is how often conditions are polled.
 const pollEvery = 20 * time.Millisecond
@@ -153,7 +162,11 @@ type world struct {
 func newWorld(t *testing.T) *world {
 	t.Helper()
 	u := newDatabase(t)
-	return &world{DBURL: u, DB: openPool(t, u), SMTP: mailtest.NewServer(t), API: fulfillmenttest.NewServer(t)}
+	api := fulfillmenttest.NewServer(t)
+	if !externalBin {
+		api.RequireSignature(t, fulfillmentSecret)
+	}
+	return &world{DBURL: u, DB: openPool(t, u), SMTP: mailtest.NewServer(t), API: api}
 }
 
 // newDatabase returns the URL of a fresh database with the receiver's
@@ -259,6 +272,7 @@ func (w *world) env(overrides ...string) map[string]string {
 		"MAIL_FROM":             mailFrom,
 		"NOTIFY_EMAIL":          notifyEmail,
 		"FULFILLMENT_URL":       w.API.URL(),
+		"FULFILLMENT_SECRET":    fulfillmentSecret,
 		"LEASE_DURATION":        "2s",
 		"REDRIVE_INTERVAL":      "200ms",
 		"SHUTDOWN_TIMEOUT":      "20s",
@@ -598,7 +612,7 @@ func startReceiver(t *testing.T, name string, env map[string]string) *proc {
 // GitHub delivery is the same bytes every time, as a redelivery is.
 type delivery struct {
 	ID     string // the Stripe event id or the GitHub delivery GUID
-	Key    string // the receiver's dedupe key
+	Key    string // the receiver's dedupe key, and the provider_event_id of an order it creates
 	Path   string // /webhooks/stripe or /webhooks/github
 	Body   []byte
 	header func() http.Header
@@ -618,24 +632,18 @@ func stripeDelivery(id string, body []byte) delivery {
 }
 
 func stripeHeader(body []byte, secret string, at time.Time) http.Header {
-	return http.Header{
-		"Content-Type":     {"application/json; charset=utf-8"},
-		"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
-		"Stripe-Signature": {signStripe(body, secret, at)},
-	}
+	return stripe.Spec.Sign(webhooks.SignInput{Body: body, Secret: secret, At: at})
 }
 
 // githubDelivery is a GitHub delivery of event typ with the given GUID.
 func githubDelivery(typ, guid string, body []byte) delivery {
-	h := http.Header{
-		"Content-Type":        {"application/json"},
-		"User-Agent":          {"GitHub-Hookshot/e2e"},
-		"X-Github-Event":      {typ},
-		"X-Github-Delivery":   {guid},
-		"X-Github-Hook-Id":    {hookID},
-		"X-Hub-Signature-256": {signGitHub(body, githubSecret)},
-	}
-	return delivery{ID: guid, Key: hookID + ":" + guid, Path: "/webhooks/github", Body: body, header: func() http.Header {
+	h := github.Spec.Sign(webhooks.SignInput{Body: body, Secret: githubSecret})
+	h.Set("User-Agent", "GitHub-Hookshot/e2e")
+	h.Set(github.HeaderEvent, typ)
+	h.Set(github.HeaderDelivery, guid)
+	h.Set(github.HeaderHookID, hookID)
+	key := github.Key(hookID, guid, github.BodyHash(body))
+	return delivery{ID: guid, Key: key, Path: "/webhooks/github", Body: body, header: func() http.Header {
 		return h.Clone()
 	}}
 }

@@ -107,7 +107,7 @@ func TestGitHubNeverRetries(t *testing.T) {
 	committed, acked, lost := 0, 0, 0
 	for _, d := range events {
 		claimed := count(t, w.DB, `SELECT count(*) FROM processed_events WHERE event_key = $1`, d.Key) == 1
-		orders := count(t, w.DB, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, d.ID)
+		orders := count(t, w.DB, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, d.Key)
 		status := answered[d.Key]
 		if status == 200 {
 			acked++

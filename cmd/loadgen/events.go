@@ -1,32 +1,73 @@
 package main
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	mrand "math/rand/v2"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// delivery is one event as the sender keeps it: the same body (and, for
-// GitHub, the same delivery GUID) on every attempt and every replay. Only
-// the Stripe signature changes, because Stripe signs each attempt with the
-// time it is sent.
+// delivery is one event as the sender keeps it: the same id, body and
+// headers (GitHub's delivery GUID) on every attempt and every replay. The
+// signature is made for each attempt by the provider's Spec.Sign, because
+// senders that sign a time (Stripe, Paddle, Standard Webhooks) sign each
+// attempt with the time it is sent.
 type delivery struct {
-	id     string // Stripe evt_… or GitHub delivery GUID
-	kind   string // X-GitHub-Event; unused for Stripe
-	body   []byte
+	id     string      // the sender's id of it: Stripe's evt_…, GitHub's GUID (webhooks.SignInput.ID)
+	body   []byte      // the raw body
+	header http.Header // sent beside Sign's headers (webhooks.Example.Header); nil for none
 	replay bool
 }
 
-// hookID is the X-GitHub-Hook-ID loadgen sends: one hook.
-const hookID = "4242"
+// Events loadgen builds itself, beside each provider's Spec.Example.
+const (
+	// exampleEvent is the delivery the provider's Spec.Example makes.
+	exampleEvent = "example"
+	// githubPurchase is GitHub's Example (a Marketplace purchase), under
+	// the name loadgen has always given it.
+	githubPurchase = "github-purchase"
+)
+
+// events lists the events -provider p can send: for Stripe, loadgen's own
+// realistic ones (stripeTemplates); for GitHub, github-purchase; and for
+// every provider whose Spec has an Example, "example".
+func events(p webhooks.Spec) []string {
+	var out []string
+	switch p.Source {
+	case "stripe":
+		out = append(out, stripeEvents...)
+	case "github":
+		if p.Example != nil {
+			out = append(out, githubPurchase)
+		}
+	}
+	if p.Example != nil {
+		out = append(out, exampleEvent)
+	}
+	return out
+}
+
+// defaultEvent is what -provider p sends without -event: Stripe's
+// invoice.created, GitHub's purchase, any other provider's Example.
+func defaultEvent(p webhooks.Spec) string {
+	switch e := events(p); {
+	case p.Source == "stripe":
+		return "invoice"
+	case slices.Contains(e, githubPurchase):
+		return githubPurchase
+	case len(e) > 0:
+		return exampleEvent
+	}
+	return ""
+}
 
 // apiVersion is the Stripe API version of the events loadgen sends: the one
 // stripe-go v76 (the receiver's) is pinned to.
@@ -36,7 +77,8 @@ const base62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
 
 // rng is where the parts of an event that make it unique come from: the
 // process-wide generator for fresh events, or one seeded per event for the
-// fixed pool of -pool (the same event, byte for byte, in every run).
+// fixed pool of -pool (the same event, byte for byte, in every run). It is
+// a math/rand/v2 Source, which a Spec's Example draws from.
 type rng interface{ Uint64() uint64 }
 
 type globalRand struct{}
@@ -566,98 +608,38 @@ var stripeEvents = func() []string {
 	return names
 }()
 
-// newDelivery builds a fresh event of the given kind, with ids no receiver
-// has seen.
-func newDelivery(event string, now time.Time) delivery {
-	return buildDelivery(event, globalRand{}, now)
+// newDelivery builds a fresh event of the given kind of p's, with ids no
+// receiver has seen.
+func newDelivery(p webhooks.Spec, event string, now time.Time) delivery {
+	return buildDelivery(p, event, globalRand{}, now)
 }
 
 // poolDelivery is event i of the fixed pool of seed: the same bytes in
 // every run, so that one run can replay what an earlier one sent.
-func poolDelivery(event string, seed uint64, i int) delivery {
-	return buildDelivery(event, seeded(seed, i), time.Unix(1764460800+int64(i), 0))
+func poolDelivery(p webhooks.Spec, event string, seed uint64, i int) delivery {
+	return buildDelivery(p, event, seeded(seed, i), time.Unix(1764460800+int64(i), 0))
 }
 
-func buildDelivery(event string, r rng, now time.Time) delivery {
-	if t, ok := stripeTemplates[event]; ok {
+func buildDelivery(p webhooks.Spec, event string, r rng, now time.Time) delivery {
+	if t, ok := stripeTemplates[event]; ok && p.Source == "stripe" {
 		vals := stripeValues(r, now)
 		return delivery{id: vals["evt"], body: t.render(vals)}
 	}
-	if event == "github-purchase" {
-		return githubPurchase(r, now)
+	if (event == exampleEvent || event == githubPurchase) && p.Example != nil {
+		ex := p.Example(mrand.New(r), now)
+		return delivery{id: ex.ID, body: ex.Body, header: ex.Header}
 	}
-	panic("unknown event " + event)
+	panic("loadgen: " + p.Source + " has no event " + event)
 }
 
-func githubPurchase(r rng, now time.Time) delivery {
-	account := int64(r.Uint64()>>12) + 1
-	id := randHex(r, 32)
-	guid := id[0:8] + "-" + id[8:12] + "-4" + id[13:16] + "-a" + id[17:20] + "-" + id[20:32]
-	return delivery{id: guid, kind: "marketplace_purchase", body: fmt.Appendf(nil, `{
-  "action": "purchased",
-  "effective_date": %q,
-  "sender": {"login": "loadgen-admin", "id": 501, "type": "User"},
-  "marketplace_purchase": {
-    "account": {
-      "type": "Organization",
-      "id": %d,
-      "node_id": "O_lg%s",
-      "login": "loadgen-%d",
-      "organization_billing_email": "billing@example.com"
-    },
-    "billing_cycle": "monthly",
-    "unit_count": 1,
-    "on_free_trial": false,
-    "free_trial_ends_on": null,
-    "next_billing_date": null,
-    "plan": {
-      "id": 7,
-      "name": "Pro",
-      "description": "Pro plan",
-      "monthly_price_in_cents": 1500,
-      "yearly_price_in_cents": 15000,
-      "price_model": "FLAT_RATE",
-      "has_free_trial": false,
-      "unit_name": null,
-      "bullets": ["Everything"]
-    }
-  }
-}`, now.UTC().Format(time.RFC3339), account, randID(r, 12), account)}
-}
-
-// signStripe is the Stripe-Signature header of body sent at t:
-// t=<unix>,v1=hex(HMAC-SHA256(secret, "<unix>.<body>")).
-func signStripe(body []byte, secret string, t time.Time) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts))
-	mac.Write([]byte("."))
-	mac.Write(body)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// signGitHub is the X-Hub-Signature-256 header of body.
-func signGitHub(body []byte, secret string) string {
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write(body)
-	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
-}
-
-// headers are the headers of one attempt of d, signed at now.
-func headers(provider, secret string, d delivery, now time.Time) http.Header {
-	h := http.Header{}
-	switch provider {
-	case "stripe":
-		h.Set("Content-Type", "application/json; charset=utf-8")
-		h.Set("User-Agent", "Stripe/1.0 (+https://stripe.com/docs/webhooks) loadgen")
-		h.Set("Stripe-Signature", signStripe(d.body, secret, now))
-	case "github":
-		h.Set("Content-Type", "application/json")
-		h.Set("User-Agent", "GitHub-Hookshot/loadgen")
-		h.Set("X-GitHub-Event", d.kind)
-		h.Set("X-GitHub-Delivery", d.id)
-		h.Set("X-GitHub-Hook-ID", hookID)
-		h.Set("X-Hub-Signature-256", signGitHub(d.body, secret))
+// headers are the headers of one attempt of d to p's route, signed with
+// secret at now by p's Spec.Sign, with d's own headers, and "loadgen" at
+// the end of the User-Agent.
+func headers(p webhooks.Spec, secret string, d delivery, now time.Time) http.Header {
+	h := p.Sign(webhooks.SignInput{Body: d.body, Secret: secret, At: now, ID: d.id})
+	for k, v := range d.header {
+		h[http.CanonicalHeaderKey(k)] = v
 	}
+	h.Set("User-Agent", strings.TrimSpace(h.Get("User-Agent")+" loadgen"))
 	return h
 }

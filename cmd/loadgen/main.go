@@ -1,9 +1,15 @@
-// Command loadgen sends correctly signed Stripe and GitHub webhook
-// deliveries to a receiver and reports throughput, latency percentiles and
-// status counts. Point it at your own deployment before a launch:
+// Command loadgen sends correctly signed webhook deliveries of any provider
+// of the receiver's registry (internal/providers) to a receiver and reports
+// throughput, latency percentiles and status counts. Point it at your own
+// deployment before a launch:
 //
 //	loadgen -url https://hooks.example.com/webhooks/stripe -secret whsec_… \
 //	        -event invoice -duplicates 0.3 -concurrency 32 -duration 1m
+//
+// Every delivery is signed, and its headers made, by the provider's
+// Spec.Sign; its body is the provider's Spec.Example, or for Stripe one of
+// loadgen's own events of the size of real ones. A provider added to the
+// registry with a Spec that has Sign and Example needs nothing here.
 //
 // Run `loadgen -h` for every flag.
 package main
@@ -29,6 +35,9 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 func main() {
@@ -74,6 +83,8 @@ type config struct {
 	Progress     bool
 	Marks        bool
 	PrintBody    bool
+
+	spec webhooks.Spec // the provider's, from the registry
 }
 
 const usageText = `usage: loadgen [flags]
@@ -91,15 +102,21 @@ up in the percentiles). When the time is up, no delivery starts and those
 in flight are waited for (and counted), so the receiver never sees a
 client hang up mid-request.
 
+Providers: every provider of the receiver's registry; each delivery is
+signed, and its headers made, by the provider's own description (its
+Spec), as the provider signs it.
+
 Events: Stripe bodies have the fields, nesting and size of real events of
 API version 2023-10-16 (invoice.created about 5.7 KB, invoice.paid about
 6.1 KB, checkout.session.completed about 3.9 KB), with new ids in every
-event; -print-body shows one.
+event. Every provider also sends "example", the paid order its Spec
+describes (GitHub's is github-purchase). -print-body shows one.
 
 Examples:
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -event invoice -duration 30s
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -event checkout -duplicates 0.3 -rate 200 -count 5000 -retry
   loadgen -url http://127.0.0.1:8080 -provider github -secret s3cret... -event github-purchase
+  loadgen -url http://127.0.0.1:8080 -provider paddle -secret pdl_ntfset_... -count 1000
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -pool 500 -seed 7 -prime 500 -count 1   # send a fixed set once
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -pool 500 -seed 7 -duration 30s          # then replay only it
   loadgen -event checkout -print-body
@@ -116,9 +133,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "receiver `URL`; with no path, /webhooks/<provider> is appended")
-	fs.StringVar(&c.Provider, "provider", "stripe", "sender to imitate: stripe or github")
-	fs.StringVar(&c.Secret, "secret", "", "signing `secret` (Stripe whsec_…, or the GitHub webhook secret); default $STRIPE_WEBHOOK_SECRET or $GITHUB_WEBHOOK_SECRET (first of a comma list)")
-	fs.StringVar(&c.Event, "event", "", "event to send: invoice (Stripe invoice.created: database only), invoice-paid (Stripe invoice.paid: a receipt e-mail), checkout (Stripe checkout.session.completed, paid: email and fulfillment steps), github-purchase (GitHub marketplace_purchase purchased); default invoice for stripe, github-purchase for github")
+	fs.StringVar(&c.Provider, "provider", "stripe", "sender to imitate: "+strings.Join(providers.Sources(providers.All()), ", "))
+	fs.StringVar(&c.Secret, "secret", "", "signing `secret`, as the receiver is configured with it (Stripe whsec_…, the GitHub webhook secret, …); default the first of the provider's variable ($STRIPE_WEBHOOK_SECRET, $GITHUB_WEBHOOK_SECRET, …)")
+	fs.StringVar(&c.Event, "event", "", "event to send: invoice (Stripe invoice.created: database only), invoice-paid (Stripe invoice.paid: a receipt e-mail), checkout (Stripe checkout.session.completed, paid: email and fulfillment steps), github-purchase (GitHub marketplace_purchase purchased), example (any provider: the paid order of its Spec's Example); default invoice for stripe, github-purchase for github, example for the others")
 	fs.Float64Var(&c.Duplicates, "duplicates", 0, "`ratio` (0…1) of deliveries that replay an event already answered 2xx, the rest are new events; 1 sends only replays (see -prime)")
 	fs.IntVar(&c.Prime, "prime", 0, "send `N` new events before the measured run (not measured), so that replays have events to replay; default: when -duplicates is 1, as many as -concurrency. With -pool: the first N events of the pool, once each")
 	fs.IntVar(&c.Pool, "pool", 0, "send only the `N` events of a fixed pool chosen by -seed, the same bytes in every run, each delivery a random one of them (counted as replays): several runs can replay what one run primed")
@@ -143,27 +160,29 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return c, usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
 	}
-	switch c.Provider {
-	case "stripe", "github":
-	default:
-		return c, usageError{fmt.Sprintf("-provider must be stripe or github, got %q", c.Provider)}
+	all := providers.All()
+	i := slices.IndexFunc(all, func(s webhooks.Spec) bool { return s.Source == c.Provider })
+	if i < 0 {
+		return c, usageError{fmt.Sprintf("-provider must be one of %s, got %q", strings.Join(providers.Sources(all), ", "), c.Provider)}
 	}
-	if c.Event == "" {
-		c.Event = map[string]string{"stripe": "invoice", "github": "github-purchase"}[c.Provider]
-	}
-	_, stripeEvent := stripeTemplates[c.Event]
+	c.spec = all[i]
+	evs := events(c.spec)
 	switch {
-	case !stripeEvent && c.Event != "github-purchase":
-		return c, usageError{fmt.Sprintf("-event must be one of %s or github-purchase, got %q", strings.Join(stripeEvents, ", "), c.Event)}
-	case (c.Event == "github-purchase") != (c.Provider == "github"):
-		return c, usageError{fmt.Sprintf("-event %s cannot be sent by -provider %s", c.Event, c.Provider)}
+	case c.spec.Sign == nil || len(evs) == 0:
+		return c, usageError{fmt.Sprintf("-provider %s cannot be imitated: its Spec has no Sign or no Example", c.Provider)}
+	case c.Event == "":
+		c.Event = defaultEvent(c.spec)
+	}
+	if !slices.Contains(evs, c.Event) {
+		return c, usageError{fmt.Sprintf("-event %s cannot be sent by -provider %s; its events are %s", c.Event, c.Provider, strings.Join(evs, ", "))}
 	}
 	if c.PrintBody {
 		return c, nil
 	}
 	if c.Secret == "" {
-		env := map[string]string{"stripe": "STRIPE_WEBHOOK_SECRET", "github": "GITHUB_WEBHOOK_SECRET"}[c.Provider]
+		env := c.spec.Secret.Name
 		c.Secret, _, _ = strings.Cut(os.Getenv(env), ",")
+		c.Secret = strings.TrimSpace(c.Secret)
 		if c.Secret == "" {
 			return c, usageError{fmt.Sprintf("-secret is required (or set %s)", env)}
 		}
@@ -173,7 +192,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, usageError{fmt.Sprintf("-url must be an http or https URL, got %q", c.URL)}
 	}
 	if u.Path == "" || u.Path == "/" {
-		u.Path = "/webhooks/" + c.Provider
+		u.Path = c.spec.Route()
 	}
 	c.URL = u.String()
 	switch {
@@ -314,7 +333,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if cfg.PrintBody {
-		d := newDelivery(cfg.Event, time.Now())
+		d := newDelivery(cfg.spec, cfg.Event, time.Now())
 		_, err := stdout.Write(d.body)
 		return err
 	}
@@ -336,7 +355,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// The fixed pool of -pool, built once.
 	var pool []delivery
 	for i := range cfg.Pool {
-		d := poolDelivery(cfg.Event, cfg.Seed, i)
+		d := poolDelivery(cfg.spec, cfg.Event, cfg.Seed, i)
 		d.replay = true
 		pool = append(pool, d)
 	}
@@ -346,7 +365,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var primed int
 	if cfg.Prime > 0 {
 		var n atomic.Int64
-		prime := func() delivery { return newDelivery(cfg.Event, time.Now()) }
+		prime := func() delivery { return newDelivery(cfg.spec, cfg.Event, time.Now()) }
 		if pool != nil {
 			var k atomic.Int64
 			prime = func() delivery {
@@ -372,7 +391,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return d
 			}
 		}
-		return newDelivery(cfg.Event, time.Now())
+		return newDelivery(cfg.spec, cfg.Event, time.Now())
 	}
 
 	if cfg.Warmup > 0 && ctx.Err() == nil {
@@ -552,7 +571,7 @@ func (s *sender) attempt(ctx context.Context, d delivery) (status int, retryAfte
 	if err != nil {
 		return 0, -1, err
 	}
-	req.Header = headers(s.cfg.Provider, s.cfg.Secret, d, time.Now())
+	req.Header = headers(s.cfg.spec, s.cfg.Secret, d, time.Now())
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return 0, -1, err

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,11 @@ import (
 
 	stripe "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/providers/github"
+	stripespec "github.com/paywebhooks/receiver/internal/providers/stripe"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 const testSecret = "whsec_loadgen_test_secret"
@@ -55,7 +61,7 @@ func (f *fakeReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		id = ev.ID
 	case "/webhooks/github":
 		got, _ := hex.DecodeString(strings.TrimPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="))
-		want, _ := hex.DecodeString(strings.TrimPrefix(signGitHub(body, testSecret), "sha256="))
+		want := github.Sign(body, testSecret)
 		if !hmac.Equal(got, want) || r.Header.Get("X-GitHub-Event") != "marketplace_purchase" || !json.Valid(body) {
 			f.reject(w)
 			return
@@ -238,7 +244,7 @@ func TestStripeBodies(t *testing.T) {
 	}
 	for _, event := range stripeEvents {
 		t.Run(event, func(t *testing.T) {
-			a, b := newDelivery(event, time.Now()), newDelivery(event, time.Now())
+			a, b := newDelivery(stripespec.Spec, event, time.Now()), newDelivery(stripespec.Spec, event, time.Now())
 			if n := len(a.body); n < sizes[event][0] || n > sizes[event][1] {
 				t.Errorf("body is %d bytes, want %d to %d", n, sizes[event][0], sizes[event][1])
 			}
@@ -316,7 +322,7 @@ func TestBodiesMatchSamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			body := newDelivery(event, time.Now()).body
+			body := newDelivery(stripespec.Spec, event, time.Now()).body
 			var s, m any
 			if err := json.Unmarshal(raw, &s); err != nil {
 				t.Fatal(err)
@@ -350,10 +356,13 @@ func TestBodiesMatchSamples(t *testing.T) {
 }
 
 func TestPoolReplaysTheSameEvents(t *testing.T) {
-	if !bytes.Equal(poolDelivery("invoice", 7, 3).body, poolDelivery("invoice", 7, 3).body) ||
-		bytes.Equal(poolDelivery("invoice", 7, 3).body, poolDelivery("invoice", 7, 4).body) ||
-		bytes.Equal(poolDelivery("invoice", 7, 3).body, poolDelivery("invoice", 8, 3).body) {
-		t.Fatal("pool events are not fixed by seed and index")
+	for _, p := range providers.All() {
+		for _, event := range events(p) {
+			pool := func(seed uint64, i int) []byte { return poolDelivery(p, event, seed, i).body }
+			if !bytes.Equal(pool(7, 3), pool(7, 3)) || bytes.Equal(pool(7, 3), pool(7, 4)) || bytes.Equal(pool(7, 3), pool(8, 3)) {
+				t.Fatalf("%s %s: pool events are not fixed by seed and index", p.Source, event)
+			}
+		}
 	}
 	f, url := newFake(t)
 	rep := runJSON(t, "-url", url, "-secret", testSecret, "-pool", "10", "-seed", "7", "-prime", "10", "-count", "40", "-concurrency", "4")
@@ -412,5 +421,76 @@ func TestMarksAndPrintBody(t *testing.T) {
 	var ev stripe.Event
 	if err := json.Unmarshal(out.Bytes(), &ev); err != nil || ev.Type != "checkout.session.completed" {
 		t.Fatalf("-print-body: %v\n%s", err, out.String())
+	}
+}
+
+// testSecretOf is a secret of spec's as `make run` makes one: its
+// DevPrefix and 48 hex digits.
+func testSecretOf(t *testing.T, spec webhooks.Spec) string {
+	t.Helper()
+	prefix := spec.Secret.DevPrefix
+	if prefix == "" {
+		prefix = "loadgen-test-"
+	}
+	secret := prefix + strings.Repeat("0123456789abcdef", 3)
+	if spec.Secret.Check != nil {
+		if err := spec.Secret.Check(secret); err != nil {
+			t.Fatalf("%s refuses the test secret %q: %v", spec.Secret.Name, secret, err)
+		}
+	}
+	return secret
+}
+
+// TestEveryProvider: loadgen sends every event of every provider of the
+// registry, signed through its Spec, and the provider's own Verify (the
+// receiver's) accepts every delivery, new and replayed, each replay
+// under the id of the delivery it repeats.
+func TestEveryProvider(t *testing.T) {
+	for _, spec := range providers.All() {
+		for _, event := range events(spec) {
+			t.Run(spec.Source+"/"+event, func(t *testing.T) {
+				secret := testSecretOf(t, spec)
+				prov, err := spec.New(webhooks.Settings{Secrets: []string{secret}, Env: func(name string) string {
+					for _, v := range spec.Vars {
+						if v.Name == name {
+							return v.Default
+						}
+					}
+					return ""
+				}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var mu sync.Mutex
+				seen, bad := map[string]int{}, []string{}
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					body, _ := io.ReadAll(r.Body)
+					ev, err := prov.Verify(r.Header, body, time.Now())
+					mu.Lock()
+					defer mu.Unlock()
+					if err != nil || r.URL.Path != spec.Route() || !strings.HasSuffix(r.Header.Get("User-Agent"), "loadgen") {
+						bad = append(bad, fmt.Sprintf("%s %v (User-Agent %q)", r.URL.Path, err, r.Header.Get("User-Agent")))
+						w.WriteHeader(http.StatusBadRequest)
+						return
+					}
+					seen[ev.Key]++
+				}))
+				t.Cleanup(srv.Close)
+				rep := runJSON(t, "-url", srv.URL, "-provider", spec.Source, "-event", event, "-secret", secret,
+					"-count", "40", "-duplicates", "0.5", "-concurrency", "2")
+				mu.Lock()
+				defer mu.Unlock()
+				if len(bad) > 0 {
+					t.Fatalf("%d deliveries refused, first: %s", len(bad), bad[0])
+				}
+				total := 0
+				for _, n := range seen {
+					total += n
+				}
+				if rep.OK != 40 || total != 40 || len(seen) != rep.New || rep.Replays == 0 {
+					t.Fatalf("report %+v; the receiver saw %d deliveries of %d events", rep, total, len(seen))
+				}
+			})
+		}
 	}
 }

@@ -27,10 +27,11 @@ import (
 // The synopses of the events commands, for each command's usage and the
 // group's.
 const (
-	listSynopsis = `server events list [--source S] [--type T] [--status in_progress|done|failed|parked]
+	listSynopsis = `server events list [--source S] [--type T] [--status done|resolved|in_progress|failed|parked]
                    [--older-than D] [--limit N] [--json]`
-	showSynopsis   = `server events show KEY [--json]`
-	replaySynopsis = `server events replay KEY... [--allow-unconfigured] [--json]
+	showSynopsis    = `server events show KEY [--json]`
+	resolveSynopsis = `server events resolve KEY --reason TEXT [--json]`
+	replaySynopsis  = `server events replay KEY... [--allow-unconfigured] [--json]
 server events replay --parked --since D [--limit N] [--allow-unconfigured] [--json]`
 )
 
@@ -46,7 +47,7 @@ func pruneSynopsis(specs []webhooks.Spec) string {
 func eventsGroup(specs []webhooks.Spec) group {
 	indent := func(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") + "\n" }
 	return group{name: "events", usage: "usage:\n" + indent(listSynopsis) + indent(showSynopsis) + indent(replaySynopsis) +
-		indent(pruneSynopsis(specs)) + `
+		indent(resolveSynopsis) + indent(pruneSynopsis(specs)) + `
 Sources: ` + strings.Join(providers.Sources(specs), ", ") + `. DATABASE_URL names the database.
 server events COMMAND --help for a command's flags.
 `}
@@ -63,9 +64,11 @@ func eventsCmd(ctx context.Context, args []string, getenv func(string) string, s
 	case "list":
 		return eventsList(ctx, getenv, specs, args[1:], stdout, stderr)
 	case "show":
-		return eventsShow(ctx, getenv, args[1:], stdout, stderr)
+		return eventsShow(ctx, getenv, specs, args[1:], stdout, stderr)
 	case "replay":
 		return eventsReplay(ctx, getenv, args[1:], stdout, stderr)
+	case "resolve":
+		return eventsResolve(ctx, getenv, args[1:], stdout, stderr)
 	case "prune":
 		return eventsPrune(ctx, getenv, specs, args[1:], stdout, stderr)
 	}
@@ -105,7 +108,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	sources := providers.Sources(specs)
 	c.fs.StringVar(&f.Source, "source", "", "only this `SOURCE` ("+strings.Join(sources, ", ")+")")
 	c.fs.StringVar(&f.Type, "type", "", "only this event `TYPE`")
-	c.fs.StringVar(&state, "status", "", "only events in this `STATE`: in_progress, done, failed, parked")
+	c.fs.StringVar(&state, "status", "", "only events in this `STATE`: "+stateList)
 	c.fs.DurationVar(&f.OlderThan, "older-than", 0, "only events received longer ago than this (e.g. 1h)")
 	c.fs.IntVar(&f.Limit, "limit", 50, "at most `N` events")
 	asJSON := c.fs.Bool("json", false, "print a JSON object per event and line instead of a table")
@@ -118,7 +121,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	case len(rest) > 0:
 		return c.fail("takes no arguments, got %q", rest)
 	case state != "" && !slices.Contains(webhooks.States, f.State):
-		return c.fail("--status must be in_progress, done, failed or parked, got %q", state)
+		return c.fail("--status must be one of %s, got %q", stateList, state)
 	case f.Source != "" && !slices.Contains(sources, f.Source):
 		return c.fail("--source must be one of %s, got %q", strings.Join(sources, ", "), f.Source)
 	case f.OlderThan < 0:
@@ -147,7 +150,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KEY\tSOURCE\tTYPE\tSTATE\tSTEPS\tRECEIVED")
 	for _, e := range events {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s ago\n", e.Key, e.Source, e.Type, e.State, e.StepsDone, e.Steps,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s ago\n", e.Key, e.Source, e.Type, e.Word(), e.StepsDone, e.Steps,
 			time.Since(e.ReceivedAt).Round(time.Second))
 	}
 	if err := tw.Flush(); err != nil {
@@ -157,7 +160,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	return nil
 }
 
-func eventsShow(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) error {
+func eventsShow(ctx context.Context, getenv func(string) string, specs []webhooks.Spec, args []string, stdout, stderr io.Writer) error {
 	c := newCommand("events show", showSynopsis,
 		"Shows the stored event (by its key, or the provider's event id) with every claim of its\n"+
 			"steps (status, attempts, last error or reason, timestamps) and its raw body.")
@@ -178,11 +181,17 @@ func eventsShow(ctx context.Context, getenv func(string) string, args []string, 
 	if err != nil {
 		return err
 	}
+	d.AddRefs(providers.StepKinds(env.cfg))
+	records, err := ops.Related(ctx, env.pool, d, specs)
+	if err != nil {
+		return err
+	}
 	if *asJSON {
 		out := struct {
 			ops.Detail
-			Body json.RawMessage `json:"body"`
-		}{d, json.RawMessage(d.Body)}
+			Records ops.Records     `json:"records"`
+			Body    json.RawMessage `json:"body"`
+		}{d, records, json.RawMessage(d.Body)}
 		if !json.Valid(d.Body) {
 			out.Body, _ = json.Marshal(string(d.Body))
 		}
@@ -192,10 +201,20 @@ func eventsShow(ctx context.Context, getenv func(string) string, args []string, 
 	if d.APIVersion != "" {
 		fmt.Fprintf(stdout, "api       %s\n", d.APIVersion)
 	}
-	fmt.Fprintf(stdout, "received  %s (%s ago)\noutcome   %s\nstate     %s\n", d.ReceivedAt.Format(time.RFC3339),
-		time.Since(d.ReceivedAt).Round(time.Second), d.Outcome, d.State)
+	fmt.Fprintf(stdout, "received  %s (%s ago)\nstate     %s\n", d.ReceivedAt.Format(time.RFC3339),
+		time.Since(d.ReceivedAt).Round(time.Second), d.Word())
 	if d.Error != "" {
 		fmt.Fprintf(stdout, "error     %s\n", d.Error)
+	}
+	if r := d.Resolution; r != nil {
+		note := ""
+		if r.Reopened {
+			note = " (then reopened by a replay)"
+		}
+		fmt.Fprintf(stdout, "resolved  by %s at %s%s: %s\n", r.By, r.At.Format(time.RFC3339), note, oneLine(r.Reason))
+	}
+	if d.Reason != "" {
+		fmt.Fprintf(stdout, "ignored   %s\n", oneLine(d.Reason))
 	}
 	fmt.Fprintln(stdout, "\nclaims:")
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
@@ -211,6 +230,14 @@ func eventsShow(ctx context.Context, getenv func(string) string, args []string, 
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printRefs(stdout, d.Claims)
+	printAttempts(stdout, d.Claims)
+	if !records.Empty() {
+		fmt.Fprintln(stdout, "\nrecords:")
+		if err := printRecords(stdout, records); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(stdout, "\nbody:")
 	var pretty bytes.Buffer
 	if json.Indent(&pretty, d.Body, "  ", "  ") == nil {
@@ -219,6 +246,107 @@ func eventsShow(ctx context.Context, getenv func(string) string, args []string, 
 		fmt.Fprintf(stdout, "  %s\n", d.Body)
 	}
 	return nil
+}
+
+// printRefs writes what each step sends that is the same on every attempt
+// (its Message-ID, its Idempotency-Key), to look for downstream.
+func printRefs(w io.Writer, claims []ops.Claim) {
+	var lines []string
+	for _, c := range claims {
+		for _, r := range c.Refs {
+			lines = append(lines, fmt.Sprintf("  %s\t%s\t%s", c.Step, r.Name, r.Value))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nsent with:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	_ = tw.Flush()
+}
+
+// printAttempts writes every attempt of every step: when, how long, the
+// outcome, the answer's status and the error.
+func printAttempts(w io.Writer, claims []ops.Claim) {
+	fmt.Fprintln(w, "\nattempts:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  STEP\t#\tSTARTED\tTOOK\tOUTCOME\tSTATUS\tBY\tERROR")
+	n := 0
+	for _, c := range claims {
+		for _, a := range c.History {
+			n++
+			took, status, by := "-", "-", a.Runner
+			if a.Outcome != "running" && a.Outcome != "unrecorded" {
+				took = a.Duration.Round(time.Millisecond).String()
+			}
+			if a.Status != 0 {
+				status = fmt.Sprint(a.Status)
+			}
+			if by == "" {
+				by = "-"
+			}
+			errText := a.Error
+			if a.ErrorClass != "" {
+				errText = a.ErrorClass + ": " + errText
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Step, a.N, ts(a.StartedAt, "-"), took, a.Outcome,
+				status, by, oneLine(errText))
+		}
+	}
+	if n == 0 {
+		fmt.Fprintln(tw, "  (none)")
+	}
+	_ = tw.Flush()
+}
+
+// printRecords prints the business rows an event concerns, one a line.
+func printRecords(w io.Writer, r ops.Records) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	wrote := func(b bool) string {
+		if b {
+			return "written by this event"
+		}
+		return "named in its body"
+	}
+	orNone := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	fmt.Fprintln(tw, "  ROW\tID\tSTATUS\tAMOUNT\tDETAIL\t")
+	for _, o := range r.Orders {
+		fmt.Fprintf(tw, "  order #%d (%s)\t%s\t%s\t%s\trefunded %s; payment %s; account %s; customer %s\t%s\n", o.ID, o.Source,
+			o.ExternalID, o.Status, money(o.AmountCents, o.Currency), money(o.AmountRefunded, o.Currency), orNone(o.PaymentIntentID),
+			orNone(o.AccountID), orNone(o.CustomerEmail), wrote(o.Wrote))
+	}
+	for _, i := range r.Invoices {
+		fmt.Fprintf(tw, "  invoice\t%s\t%s\t%s of %s\taccount %s; customer %s\t%s\n", i.StripeInvoiceID, i.Status,
+			money(i.AmountPaid, i.Currency), money(i.AmountDue, i.Currency), orNone(i.AccountID), orNone(i.CustomerEmail), wrote(i.Wrote))
+	}
+	for _, f := range r.Refunds {
+		fmt.Fprintf(tw, "  refund\t%s\trecorded\t%s\tpayment %s\twritten by this event\n", f.ChargeID,
+			money(f.AmountRefunded, f.Currency), f.PaymentIntentID)
+	}
+	for _, s := range r.Subscriptions {
+		fmt.Fprintf(tw, "  subscription (%s)\t%s\t%s\tperiod ends %s\tcancel at period end %t; customer %s; account %s; as of %s\t%s\n",
+			s.Source, s.ExternalID, s.Status, ts(s.CurrentPeriodEnd, "-"), s.CancelAtPeriodEnd, orNone(s.CustomerID),
+			orNone(s.AccountID), s.LastEventID, wrote(s.Wrote))
+	}
+	for _, x := range r.Disputes {
+		fmt.Fprintf(tw, "  dispute (%s)\t%s\t%s\t%s\treason %s; evidence due %s; payment %s; account %s; as of %s\t%s\n",
+			x.Source, x.ExternalID, x.Status, money(x.AmountCents, x.Currency), orNone(x.Reason), ts(x.EvidenceDueBy, "-"),
+			orNone(x.PaymentIntentID), orNone(x.AccountID), x.LastEventID, wrote(x.Wrote))
+	}
+	return tw.Flush()
+}
+
+// money formats an amount in a currency's minor unit.
+func money(cents int64, currency string) string {
+	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 }
 
 func ts(t *time.Time, none string) string {
@@ -435,6 +563,57 @@ func eventsReplay(ctx context.Context, getenv func(string) string, args []string
 	case left > 0:
 		return unresolvedError{fmt.Sprintf("server events replay: %d of %d events left parked (server events show KEY says why)", left, len(keys))}
 	}
+	return nil
+}
+
+// stateList lists the states a listing can be filtered by.
+var stateList = func() string {
+	var names []string
+	for _, s := range webhooks.States {
+		names = append(names, string(s))
+	}
+	return strings.Join(names, ", ")
+}()
+
+func eventsResolve(ctx context.Context, getenv func(string) string, args []string, stdout, stderr io.Writer) error {
+	c := newCommand("events resolve", resolveSynopsis,
+		"Closes a parked event that no replay can fix (a refund for an order the fulfillment API will\n"+
+			"never know, a body whose fields cannot be read): its parked claims become resolved and leave\n"+
+			"the parked count, the metrics and the alerts; its body and attempts stay; prune treats it as\n"+
+			"finished. The reason, who (cli and $USER) and when are kept with it. `events replay KEY`\n"+
+			"reopens it. Only an event with something parked can be resolved: any other is refused (exit 1).")
+	reason := c.fs.String("reason", "", "why no replay can fix it (kept with the event; required)")
+	asJSON := c.fs.Bool("json", false, "print what was resolved as JSON")
+	keys, err := c.parse(args, stdout)
+	if err != nil {
+		return err
+	}
+	switch {
+	case len(keys) != 1:
+		return c.fail("needs one KEY, got %d", len(keys))
+	case strings.TrimSpace(*reason) == "":
+		return c.fail("needs --reason TEXT: say why no replay can fix it")
+	case len([]rune(*reason)) > ops.MaxReasonLength:
+		return c.fail("--reason is longer than %d characters", ops.MaxReasonLength)
+	}
+	env, err := openOperator(ctx, getenv, stderr, 2)
+	if err != nil {
+		return err
+	}
+	defer env.pool.Close()
+	user := getenv("USER")
+	if user == "" {
+		user = "unknown"
+	}
+	res, err := ops.Resolve(ctx, env.pool, keys[0], *reason, "cli "+user, env.log)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return printJSON(stdout, res)
+	}
+	fmt.Fprintf(stdout, "%s: resolved (%d claims closed: %s), now %s\n", res.Key, len(res.Closed),
+		strings.Join(res.Closed, ", "), res.State)
 	return nil
 }
 

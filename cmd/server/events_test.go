@@ -38,6 +38,7 @@ func operator(t *testing.T, r *rt.Receiver) func(args ...string) (string, string
 		"NOTIFY_EMAIL":    r.Config.NotifyEmail,
 		"MAIL_FROM":       r.Config.MailFrom,
 	}
+	env["FULFILLMENT_SECRET"] = rt.FulfillmentSecret // the receiver's: replays sign their calls as it does
 	return func(args ...string) (string, string, error) {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append([]string{"events"}, args...), getenv(env), &out, &errOut)
@@ -394,4 +395,138 @@ func TestEventsJSON(t *testing.T) {
 	if got["stripe"] != "720h0m0s false 3 7" || got["github"] != "2160h0m0s true 0 0" {
 		t.Errorf("prune --json: %v; want stripe's 3 events (7 claim rows) at 720h, github at its floor", got)
 	}
+}
+
+// TestEventsResolve: `events resolve` closes the parked event with a
+// reason (the parked count and listing lose it, `--status resolved` lists
+// it, show says who and why); a usage error exits 2, an event with nothing
+// parked is refused (exit 1) saying what it is; prune treats it as finished.
+func TestEventsResolve(t *testing.T) {
+	r, events := setup(t)
+	parked := func() int {
+		return r.Count(t, `SELECT count(*) FROM processed_events WHERE status = 'parked'`)
+	}
+	listed := func(state string) string {
+		out, _, err := events("list", "--status", state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	if parked() != 1 || !strings.Contains(listed("parked"), "evt_bad") {
+		t.Fatalf("before: %d parked claims, listing %q", parked(), listed("parked"))
+	}
+	t.Logf("before: %d parked claims; events list --status parked:\n%s", parked(), listed("parked"))
+
+	for _, args := range [][]string{{"resolve", "evt_bad"}, {"resolve", "--reason", "x"}, {"resolve", "evt_bad", "--reason", "  "},
+		{"resolve", "evt_bad", "evt_done1", "--reason", "x"}} {
+		_, stderr, err := events(args...)
+		if exitCode(err) != 2 || !strings.Contains(stderr, "usage:") {
+			t.Errorf("events %v: exit %d, stderr %q; want a usage error", args, exitCode(err), stderr)
+		}
+	}
+	_, stderr, err := events("resolve", "evt_done1", "--reason", "nothing to close")
+	if exitCode(err) != 1 || !strings.Contains(stderr, "evt_done1 is done; only a parked event") {
+		t.Errorf("resolving a done event: exit %d, stderr %q", exitCode(err), stderr)
+	}
+
+	env := operatorEnvWith(r, map[string]string{"USER": "ana"})
+	var out, errOut bytes.Buffer
+	err = run(context.Background(), []string{"events", "resolve", "evt_bad", "--reason", "refunded by hand; never to ship", "--json"},
+		env, &out, &errOut)
+	if err != nil {
+		t.Fatalf("resolve: %v %s", err, errOut.String())
+	}
+	var res struct {
+		Key        string
+		State      string
+		Closed     []string
+		Resolution struct{ Reason, By string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("--json printed %q: %v", out.String(), err)
+	}
+	if res.State != "resolved" || len(res.Closed) != 2 || res.Resolution.By != "cli ana" ||
+		res.Resolution.Reason != "refunded by hand; never to ship" {
+		t.Errorf("resolved %+v", res)
+	}
+	if parked() != 0 || strings.Contains(listed("parked"), "evt_bad") || !strings.Contains(listed("resolved"), "evt_bad") {
+		t.Errorf("after: %d parked claims; parked listing %q; resolved listing %q", parked(), listed("parked"), listed("resolved"))
+	}
+	t.Logf("after: %d parked claims; events list --status resolved:\n%s", parked(), listed("resolved"))
+	show, _, err := events("show", "evt_bad")
+	if err != nil || !strings.Contains(show, "state     resolved") || !strings.Contains(show, "resolved  by cli ana at ") ||
+		!strings.Contains(show, "refunded by hand; never to ship") {
+		t.Errorf("show after resolve: %v\n%s", err, show)
+	}
+	_, stderr, err = events("resolve", "evt_bad", "--reason", "again")
+	if exitCode(err) != 1 || !strings.Contains(stderr, "resolved already, by cli ana") {
+		t.Errorf("resolving twice: exit %d, stderr %q", exitCode(err), stderr)
+	}
+	if _, err := r.Pool.Exec(context.Background(), `UPDATE processed_events SET claimed_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	out2, _, err := events("prune", "--older-than", "720h")
+	if err != nil || !strings.Contains(out2, "stripe: deleted 4 events") {
+		t.Errorf("prune after resolve: %v %q; want the resolved event pruned with the done ones", err, out2)
+	}
+}
+
+// TestEventsShowAttempts: show lists every attempt of every step, with its
+// outcome and the API's status, in text and JSON.
+func TestEventsShowAttempts(t *testing.T) {
+	r := rt.New(t)
+	events := operator(t, r)
+	r.API.SetStatus(503)
+	if res := r.Deliver(t, stripe.Spec, checkout("flaky"), nil); res.Status != 502 {
+		t.Fatalf("delivery: %d", res.Status)
+	}
+	r.API.SetStatus(0)
+	mustOK(t, r.Deliver(t, stripe.Spec, checkout("flaky"), nil))
+	out, _, err := events("show", "evt_flaky")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"attempts:", "STATUS", "fulfillment         1", "failed", "503", "*fulfillment.StatusError",
+		"fulfillment         2", "email.confirmation  1"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("show lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = events("show", "evt_flaky", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Claims []struct {
+			Step    string
+			History []struct {
+				Attempt int
+				Outcome string
+				Status  int
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &d); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range d.Claims {
+		for _, a := range c.History {
+			got = append(got, fmt.Sprintf("%s %d %s %d", c.Step, a.Attempt, a.Outcome, a.Status))
+		}
+	}
+	want := []string{"email.confirmation 1 done 0", "fulfillment 1 failed 503", "fulfillment 2 done 0"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("--json attempts (-want +got):\n%s", diff)
+	}
+}
+
+// operatorEnvWith is the operator's environment with more variables.
+func operatorEnvWith(r *rt.Receiver, more map[string]string) func(string) string {
+	env := map[string]string{"DATABASE_URL": r.Config.DatabaseURL}
+	for k, v := range more {
+		env[k] = v
+	}
+	return getenv(env)
 }

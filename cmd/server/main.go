@@ -52,7 +52,7 @@ func main() {
 const usage = `usage:
   server                            serve HTTP (configuration from the environment)
   server migrate up|down N|version  manage the schema (server migrate --help)
-  server events COMMAND ...         list, show, replay and prune events (server events --help)
+  server events COMMAND ...         list, show, replay, resolve and prune events (server events --help)
   server reconcile NAME ...         catch up on events the deliveries missed (server reconcile --help)
   server healthcheck [--url URL]    exit 0 when the server on HTTP_ADDR answers GET /healthz
   server version [--json]           the version this binary was built as (also: server --version)

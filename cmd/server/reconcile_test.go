@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/providers/github/githubtest"
+	"github.com/paywebhooks/receiver/internal/providers/paddle/paddletest"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -43,7 +45,7 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 	api.Add("checkout.session.completed", now.Add(-6*time.Minute), checkoutObject("cs_down2", "d@example.com", 3000), false)
 	env := map[string]string{
 		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
-		"MAIL_FROM": r.Config.MailFrom, "STRIPE_API_KEY": testStripeKey, "STRIPE_API_BASE": api.URL,
+		"FULFILLMENT_SECRET": rt.FulfillmentSecret, "MAIL_FROM": r.Config.MailFrom, "STRIPE_API_KEY": testStripeKey, "STRIPE_API_BASE": api.URL,
 	}
 	reconcileRun := func(args ...string) (string, error) {
 		var out, errOut bytes.Buffer
@@ -175,7 +177,7 @@ VALUES ('github_marketplace', 'guid-stale', 'account:202', 'paid', 1500, 'usd', 
 	}
 	env := map[string]string{
 		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
-		"MAIL_FROM": r.Config.MailFrom, "GITHUB_APP_ID": "4242", "GITHUB_APP_PRIVATE_KEY": string(gh.PrivateKeyPEM()),
+		"FULFILLMENT_SECRET": rt.FulfillmentSecret, "MAIL_FROM": r.Config.MailFrom, "GITHUB_APP_ID": "4242", "GITHUB_APP_PRIVATE_KEY": string(gh.PrivateKeyPEM()),
 		"GITHUB_API_URL": gh.URL,
 	}
 	reconcileRun := func(args ...string) (string, error) {
@@ -215,5 +217,87 @@ VALUES ('github_marketplace', 'guid-stale', 'account:202', 'paid', 1500, 'usd', 
 	_, _ = reconcileRun()
 	if len(r.SMTP.Messages()) != emails || len(r.API.Requests()) != calls {
 		t.Fatal("a second run sent something again")
+	}
+}
+
+// TestReconcileAPIBaseMustBeHTTPS: an API base that would carry the key in
+// clear is refused at start-up, before anything is sent; loopback is not.
+func TestReconcileAPIBaseMustBeHTTPS(t *testing.T) {
+	r := rt.New(t)
+	for _, c := range []struct{ name, key, value string }{
+		{"stripe", "STRIPE_API_KEY", testStripeKey},
+		{"github-marketplace", "GITHUB_APP_ID", "4242"},
+		{"paddle", "PADDLE_API_KEY", "pdl_sdbx_apikey_reconcile_0123456789"},
+	} {
+		base := map[string]string{"stripe": "STRIPE_API_BASE", "github-marketplace": "GITHUB_API_URL", "paddle": "PADDLE_API_BASE"}[c.name]
+		env := map[string]string{"DATABASE_URL": r.Config.DatabaseURL, c.key: c.value, base: "http://api.example.com"}
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), []string{"reconcile", c.name, "--dry-run"}, getenv(env), &out, &errOut)
+		if err == nil || !strings.Contains(err.Error(), base) || !strings.Contains(err.Error(), "https://") {
+			t.Errorf("reconcile %s with %s=http://api.example.com: %v", c.name, base, err)
+		}
+	}
+}
+
+// TestReconcileStopsAgainstABrokenAPI: a Stripe API that pages for ever
+// (here: the same page again and again) stops the command at once, with an
+// error naming the cause; the run is recorded as an error.
+func TestReconcileStopsAgainstABrokenAPI(t *testing.T) {
+	r := rt.New(t)
+	api := stripetest.New(t, testStripeKey)
+	now := time.Now().Truncate(time.Second)
+	for i := range 5 {
+		api.Add("product.created", now.Add(-time.Duration(50-i)*time.Minute), map[string]any{"id": fmt.Sprint("prod_", i)}, true)
+	}
+	api.Misbehave(stripetest.RepeatPage)
+	env := map[string]string{"DATABASE_URL": r.Config.DatabaseURL, "STRIPE_API_KEY": testStripeKey, "STRIPE_API_BASE": api.URL}
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"reconcile", "stripe", "--allow-unconfigured"}, getenv(env), &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "stopped: the API") {
+		t.Fatalf("reconcile against a broken API: %v\n%s", err, errOut.String())
+	}
+	if n := len(api.Requests()); n > 20 {
+		t.Errorf("%d requests", n)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM reconcile_runs WHERE source = 'stripe' AND result = 'error' AND error LIKE '%stopped%'`); n != 1 {
+		t.Errorf("%d runs recorded as stopped", n)
+	}
+	t.Logf("%d requests: %v", len(api.Requests()), err)
+}
+
+// TestReconcilePaddle: events Paddle created while the receiver was down
+// are found and processed as deliveries would have been, once.
+func TestReconcilePaddle(t *testing.T) {
+	r := rt.New(t)
+	api := paddletest.New(t, "pdl_sdbx_apikey_reconcile_0123456789")
+	now := time.Now().Truncate(time.Second)
+	txn := func(id, email string) map[string]any {
+		return map[string]any{"id": id, "status": "completed", "currency_code": "USD", "custom_data": map[string]any{"email": email},
+			"details": map[string]any{"totals": map[string]any{"grand_total": "1500"}}}
+	}
+	api.Add("transaction.completed", now.Add(-20*time.Minute), txn("txn_down1", "b@example.com"))
+	api.Add("transaction.completed", now.Add(-10*time.Minute), txn("txn_down2", "c@example.com"))
+	env := map[string]string{
+		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
+		"FULFILLMENT_SECRET": rt.FulfillmentSecret,
+		"MAIL_FROM":          r.Config.MailFrom, "PADDLE_API_KEY": api.Key, "PADDLE_API_BASE": api.URL,
+	}
+	reconcileRun := func(args ...string) (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append([]string{"reconcile", "paddle"}, args...), getenv(env), &out, &errOut)
+		t.Logf("server reconcile paddle %s:\n%s%s", strings.Join(args, " "), out.String(), errOut.String())
+		return out.String(), err
+	}
+	if out, err := reconcileRun("--since", "1h", "--dry-run"); err != nil || !strings.Contains(out, "2 would be processed") {
+		t.Fatalf("dry run: %q, %v", out, err)
+	}
+	if out, err := reconcileRun("--since", "1h"); err != nil || !strings.Contains(out, "2 found, 0 already known, 2 processed") {
+		t.Fatalf("run: %q, %v", out, err)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE source = 'paddle' AND status = 'paid'`); n != 2 {
+		t.Errorf("%d paid orders, want 2", n)
+	}
+	if out, err := reconcileRun("--since", "1h"); err != nil || !strings.Contains(out, "2 found, 2 already known, 0 processed") {
+		t.Fatalf("second run: %q, %v", out, err)
 	}
 }

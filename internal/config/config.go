@@ -20,8 +20,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -53,16 +55,24 @@ type Config struct {
 	// Providers holds each registered provider's configuration, by source.
 	Providers map[string]Provider
 
-	LeaseDuration      time.Duration
-	StepTimeout        time.Duration
-	SMTPAddr           string
-	SMTPTLS            mail.TLSMode // SMTP_TLS, else mail.DefaultTLS(SMTPAddr); "" without SMTPAddr
-	SMTPUsername       string
-	SMTPPassword       string
-	MailDir            string
-	MailFrom           string
-	NotifyEmail        string
-	FulfillmentURL     string
+	LeaseDuration  time.Duration
+	StepTimeout    time.Duration
+	SMTPAddr       string
+	SMTPTLS        mail.TLSMode // SMTP_TLS, else mail.DefaultTLS(SMTPAddr); "" without SMTPAddr
+	SMTPUsername   string
+	SMTPPassword   string
+	MailDir        string
+	MailFrom       string
+	NotifyEmail    string
+	FulfillmentURL string
+	FulfillmentKey []byte // FULFILLMENT_SECRET's key; nil: calls are unsigned
+	// AlertWebhookURL (ALERT_WEBHOOK_URL) and AlertEmail (ALERT_EMAIL) are
+	// where operator alerts go; SilenceAlertAfter (SILENCE_ALERT_AFTER,
+	// "stripe=6h,github=7d") overrides the learnt silence of a provider
+	// past which it is alerted on (0: never).
+	AlertWebhookURL    string
+	AlertEmail         string
+	SilenceAlertAfter  map[string]time.Duration
 	MaxBodyBytes       int64
 	MaxInflight        int
 	TrustedProxies     []netip.Prefix
@@ -73,6 +83,15 @@ type Config struct {
 	ShutdownTimeout    time.Duration
 	DBMaxConns         int32
 	LogLevel           slog.Level
+
+	// What a request may cost before its signature is verified (README,
+	// "What a request costs").
+	UnverifiedBodyBytes int64         // budget shared by unverified bodies (webhooks.Admission)
+	BodyTimeout         time.Duration // how long a body may take after its headers
+	MaxConnections      int           // connections open on HTTP_ADDR at once
+	// MemoryLimitSet: GOMEMLIMIT is set, and the runtime's soft memory
+	// limit is the operator's; otherwise it is MemoryBound.
+	MemoryLimitSet bool
 
 	// Warnings are what start-up logs about values it accepts but should
 	// not have to (a short secret).
@@ -139,6 +158,12 @@ const (
 	// DefaultDBMaxConns: durable commits need concurrency to share their
 	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
 	DefaultDBMaxConns = 16
+
+	// DefaultUnverifiedBodyBytes: 32 bodies of the largest size at once,
+	// or thousands of the size senders send.
+	DefaultUnverifiedBodyBytes = 32 << 20
+	DefaultBodyTimeout         = 5 * time.Second
+	DefaultMaxConnections      = 1024
 )
 
 // Load reads the configuration through getenv (os.Getenv in production, a
@@ -165,6 +190,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		MailFrom:           l.str("MAIL_FROM", DefaultMailFrom),
 		NotifyEmail:        l.str("NOTIFY_EMAIL", ""),
 		FulfillmentURL:     strings.TrimRight(l.str("FULFILLMENT_URL", ""), "/"),
+		AlertWebhookURL:    l.str("ALERT_WEBHOOK_URL", ""),
+		AlertEmail:         l.str("ALERT_EMAIL", ""),
 		MaxBodyBytes:       int64(l.integer("MAX_BODY_BYTES", DefaultMaxBodyBytes)),
 		MaxInflight:        l.integer("MAX_INFLIGHT", DefaultMaxInflight),
 		RedriveInterval:    l.duration("REDRIVE_INTERVAL", d.Backoff),
@@ -177,6 +204,10 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		specs:              specs,
 	}
 	c.StepTimeout = l.duration("STEP_TIMEOUT", webhooks.StepTimeout(c.LeaseDuration))
+	c.UnverifiedBodyBytes = int64(l.integer("UNVERIFIED_BODY_BYTES", DefaultUnverifiedBodyBytes))
+	c.BodyTimeout = l.duration("BODY_TIMEOUT", DefaultBodyTimeout)
+	c.MaxConnections = l.integer("MAX_CONNECTIONS", DefaultMaxConnections)
+	c.MemoryLimitSet = l.str("GOMEMLIMIT", "") != ""
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
 	}
@@ -289,11 +320,43 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 			l.fail("FULFILLMENT_URL", fmt.Sprintf("must be an absolute http(s) URL, got %q", c.FulfillmentURL))
 		}
 	}
+	if s := l.str("FULFILLMENT_SECRET", ""); s != "" {
+		key, err := standardwebhooks.ParseSecret(s)
+		switch {
+		case err != nil:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("is %v (make one with: echo \"whsec_$(openssl rand -base64 32)\")", err))
+		case len(key) < standardwebhooks.MinKeyLen || len(key) > standardwebhooks.MaxKeyLen:
+			l.fail("FULFILLMENT_SECRET", fmt.Sprintf("has a key of %d bytes; Standard Webhooks keys are %d to %d (make one with: echo \"whsec_$(openssl rand -base64 32)\")",
+				len(key), standardwebhooks.MinKeyLen, standardwebhooks.MaxKeyLen))
+		default:
+			c.FulfillmentKey = key
+		}
+	}
+	if c.AlertWebhookURL != "" {
+		if err := alerts.CheckWebhookURL(c.AlertWebhookURL); err != nil {
+			l.fail("ALERT_WEBHOOK_URL", err.Error())
+		}
+	}
+	if c.AlertEmail != "" {
+		if _, err := netmail.ParseAddress(c.AlertEmail); err != nil {
+			l.fail("ALERT_EMAIL", fmt.Sprintf("is not an email address: %q", c.AlertEmail))
+		}
+	}
+	c.SilenceAlertAfter = l.silences("SILENCE_ALERT_AFTER", specs)
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
 	if c.MaxInflight < 1 {
 		l.fail("MAX_INFLIGHT", "must be at least 1")
+	}
+	if c.MaxBodyBytes > 0 && c.UnverifiedBodyBytes < c.MaxBodyBytes {
+		l.fail("UNVERIFIED_BODY_BYTES", fmt.Sprintf("must be at least MAX_BODY_BYTES (%d): a body of the largest size must fit", c.MaxBodyBytes))
+	}
+	if c.BodyTimeout < 100*time.Millisecond || c.BodyTimeout > time.Minute {
+		l.fail("BODY_TIMEOUT", "must be between 100ms and 1m")
+	}
+	if c.MaxConnections < 16 {
+		l.fail("MAX_CONNECTIONS", "must be at least 16")
 	}
 	if c.RedriveInterval < 100*time.Millisecond {
 		l.fail("REDRIVE_INTERVAL", "must be at least 100ms")
@@ -383,6 +446,45 @@ func (c Config) DBOptions(log *slog.Logger) []db.Option {
 		opts = append(opts, db.WithSession(c.DatabaseSessionURL))
 	}
 	return opts
+}
+
+// The terms of MemoryBound that no setting names, measured with margin
+// (README, "What a request costs").
+const (
+	// BaseMemory is what the process holds with nothing in flight: the
+	// runtime, the binary, the pool and its connections' buffers, the
+	// metrics, the body buffers kept for reuse (24 MiB resident when idle).
+	BaseMemory = 48 << 20
+	// ConnectionMemory is what one open connection may hold besides its
+	// body: a goroutine's stack, net/http's buffers, and headers of up to
+	// 64 KiB read and parsed (84 KiB measured with 60 KiB of headers, 21
+	// KiB with a delivery's).
+	ConnectionMemory = 128 << 10
+	// DeliveryBodies is how many copies of its body a verified delivery
+	// may hold while it is processed: the body, what is decoded from it,
+	// and the query that stores it.
+	DeliveryBodies = 3
+)
+
+// MemoryBound is the most memory requests can make the receiver hold, as
+// the README states it:
+//
+//	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_INFLIGHT × DeliveryBodies × MAX_BODY_BYTES
+//	  + MAX_CONNECTIONS × ConnectionMemory
+//
+// Unless GOMEMLIMIT is set, it is also the runtime's soft memory limit,
+// so that the collector's headroom (GOGC) cannot take the process past
+// it.
+func (c Config) MemoryBound() int64 {
+	return c.StrangerMemoryBound() + int64(c.MaxInflight)*DeliveryBodies*c.MaxBodyBytes
+}
+
+// StrangerMemoryBound is the part of MemoryBound that requests nobody
+// signed can reach: all of it but the verified deliveries' term,
+//
+//	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_CONNECTIONS × ConnectionMemory
+func (c Config) StrangerMemoryBound() int64 {
+	return BaseMemory + c.UnverifiedBodyBytes + int64(c.MaxConnections)*ConnectionMemory
 }
 
 // loadSMTPTLS reads SMTP_TLS: one of mail.TLSModes, meaningful with
@@ -521,8 +623,15 @@ func (c Config) LogValue() slog.Value {
 		slog.String("MAIL_FROM", c.MailFrom),
 		slog.String("NOTIFY_EMAIL", c.NotifyEmail),
 		slog.String("FULFILLMENT_URL", maskURL(c.FulfillmentURL)),
+		slog.String("FULFILLMENT_SECRET", maskKey(c.FulfillmentKey)),
+		slog.String("ALERT_WEBHOOK_URL", alerts.MaskURL(c.AlertWebhookURL)),
+		slog.String("ALERT_EMAIL", c.AlertEmail),
+		slog.String("SILENCE_ALERT_AFTER", silencesText(c.SilenceAlertAfter)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.Int("MAX_INFLIGHT", c.MaxInflight),
+		slog.Int64("UNVERIFIED_BODY_BYTES", c.UnverifiedBodyBytes),
+		slog.String("BODY_TIMEOUT", c.BodyTimeout.String()),
+		slog.Int("MAX_CONNECTIONS", c.MaxConnections),
 		slog.String("TRUSTED_PROXIES", strings.Join(proxies, ",")),
 		slog.String("REDRIVE_INTERVAL", c.RedriveInterval.String()),
 		slog.Int("REDRIVE_PARALLELISM", c.RedriveParallelism),
@@ -533,6 +642,14 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LOG_LEVEL", c.LogLevel.String()),
 	)
 	return slog.GroupValue(attrs...)
+}
+
+// maskKey is what start-up logs of a Standard Webhooks key: its prefix.
+func maskKey(key []byte) string {
+	if key == nil {
+		return ""
+	}
+	return standardwebhooks.SecretPrefix + "****"
 }
 
 func mask(s string) string {
@@ -629,4 +746,55 @@ func (l *loader) integer(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// silences reads SILENCE_ALERT_AFTER: "source=duration" pairs, comma-
+// separated, each duration a Go duration or a number of days ("7d"), or
+// "off".
+func (l *loader) silences(name string, specs []webhooks.Spec) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, pair := range l.list(name) {
+		source, v, ok := strings.Cut(pair, "=")
+		source, v = strings.TrimSpace(source), strings.TrimSpace(v)
+		known := false
+		for _, s := range specs {
+			known = known || s.Source == source
+		}
+		switch {
+		case !ok:
+			l.fail(name, fmt.Sprintf("%q is not source=duration (stripe=6h,github=7d)", pair))
+			continue
+		case !known:
+			l.fail(name, fmt.Sprintf("%q names no provider", source))
+			continue
+		case v == "off":
+			out[source] = 0
+			continue
+		}
+		d, err := time.ParseDuration(v)
+		if days, isDays := strings.CutSuffix(v, "d"); isDays {
+			n, nerr := strconv.Atoi(days)
+			d, err = time.Duration(n)*24*time.Hour, nerr
+		}
+		if err != nil || d < time.Minute {
+			l.fail(name, fmt.Sprintf("%s=%s: the silence must be a duration of at least 1m (6h, 7d) or off", source, v))
+			continue
+		}
+		out[source] = d
+	}
+	return out
+}
+
+// silencesText writes SILENCE_ALERT_AFTER back, sorted.
+func silencesText(m map[string]time.Duration) string {
+	var parts []string
+	for source, d := range m {
+		v := "off"
+		if d > 0 {
+			v = d.String()
+		}
+		parts = append(parts, source+"="+v)
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ",")
 }

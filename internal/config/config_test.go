@@ -48,6 +48,17 @@ func TestLoad(t *testing.T) {
 		if c.MailDomain() != "localhost" {
 			t.Errorf("MailDomain = %q", c.MailDomain())
 		}
+		if c.UnverifiedBodyBytes != 32<<20 || c.BodyTimeout != 5*time.Second || c.MaxConnections != 1024 || c.MemoryLimitSet {
+			t.Errorf("defaults of UNVERIFIED_BODY_BYTES, BODY_TIMEOUT, MAX_CONNECTIONS, GOMEMLIMIT not applied: %+v", c)
+		}
+		// The README states the bounds of the defaults: 976 MiB, 208 of
+		// them within reach of requests nobody signed.
+		if got := c.MemoryBound(); got != 976<<20 {
+			t.Errorf("MemoryBound() of the defaults = %d MiB, the README says 976", got>>20)
+		}
+		if got := c.StrangerMemoryBound(); got != 208<<20 {
+			t.Errorf("StrangerMemoryBound() of the defaults = %d MiB, the README says 208", got>>20)
+		}
 		if c.AdminLockout != 15*time.Minute || c.AdminCookieSecure || len(c.AdminHosts) != 0 {
 			t.Errorf("defaults of ADMIN_LOCKOUT, ADMIN_COOKIE_SECURE, ADMIN_HOSTS not applied: %+v", c)
 		}
@@ -144,6 +155,10 @@ func TestLoad(t *testing.T) {
 		{"ErrStepTimeoutOverLease", "STEP_TIMEOUT", "5m", "LEASE_DURATION 5m0s is not longer than the step timeout (5m0s)"},
 		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
 		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
+		{"ErrUnverifiedBelowMaxBody", "UNVERIFIED_BODY_BYTES", "65536", "UNVERIFIED_BODY_BYTES must be at least MAX_BODY_BYTES (1048576)"},
+		{"ErrBodyTimeout", "BODY_TIMEOUT", "10ms", "BODY_TIMEOUT must be between 100ms and 1m"},
+		{"ErrBodyTimeoutNotDuration", "BODY_TIMEOUT", "5", "BODY_TIMEOUT must be a Go duration"},
+		{"ErrMaxConnections", "MAX_CONNECTIONS", "8", "MAX_CONNECTIONS must be at least 16"},
 		{"ErrSMTPTLSWithoutAddr", "SMTP_TLS", "starttls", "SMTP_TLS is set, but SMTP_ADDR is not"},
 		{"ErrAdminHosts", "ADMIN_HOSTS", "console.example.com, https://console.example.com", `ADMIN_HOSTS "https://console.example.com" is not a host`},
 		{"ErrAdminHostsPort", "ADMIN_HOSTS", "console.example.com:0", `ADMIN_HOSTS "console.example.com:0" is not a host`},
@@ -157,6 +172,13 @@ func TestLoad(t *testing.T) {
 			"DATABASE_URL names 2 hosts: add target_session_attrs=read-write"},
 		{"ErrHostsReadOnly", "DATABASE_URL", "postgres://u:p@db-a,db-b/receiver?target_session_attrs=prefer-standby",
 			`DATABASE_URL names 2 hosts: add target_session_attrs=read-write, so that only a primary is written to and a promoted standby is followed (got "prefer-standby")`},
+		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL must be https"},
+		{"ErrAlertWebhookRelative", "ALERT_WEBHOOK_URL", "hooks.slack.com/services/x", "ALERT_WEBHOOK_URL must be an absolute URL"},
+		{"ErrAlertEmail", "ALERT_EMAIL", "oncall", "ALERT_EMAIL is not an email address"},
+		{"ErrSilenceSource", "SILENCE_ALERT_AFTER", "stripe=6h,paypal=1h", `SILENCE_ALERT_AFTER "paypal" names no provider`},
+		{"ErrSilenceDuration", "SILENCE_ALERT_AFTER", "stripe=soon", "SILENCE_ALERT_AFTER stripe=soon: the silence must be"},
+		{"ErrSilenceShort", "SILENCE_ALERT_AFTER", "stripe=10s", "at least 1m"},
+		{"ErrSilencePair", "SILENCE_ALERT_AFTER", "6h", `SILENCE_ALERT_AFTER "6h" is not source=duration`},
 	}
 	for _, c := range bad {
 		t.Run(c.name, func(t *testing.T) {
@@ -168,6 +190,15 @@ func TestLoad(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("GOMEMLIMIT", func(t *testing.T) {
+		e := valid()
+		e["GOMEMLIMIT"] = "400MiB"
+		c, err := Load(env(e), specs)
+		if err != nil || !c.MemoryLimitSet {
+			t.Errorf("with GOMEMLIMIT set: MemoryLimitSet %v, err %v; want true: the runtime's limit is the operator's", c.MemoryLimitSet, err)
+		}
+	})
 
 	t.Run("EveryProblemAtOnce", func(t *testing.T) {
 		_, err := Load(env(map[string]string{"LEASE_DURATION": "x", "SMTP_ADDR": "nope"}), specs)
@@ -353,5 +384,32 @@ func TestMaskURL(t *testing.T) {
 	}
 	if out := maskURL("postgres://app@db:5432/receiver?sslmode=disable"); out != "postgres://app@db:5432/receiver?sslmode=disable" {
 		t.Errorf("a URL without a password changed: %q", out)
+	}
+}
+
+func TestAlerts(t *testing.T) {
+	e := valid()
+	e["ALERT_WEBHOOK_URL"] = "https://hooks.slack.com/services/T000/B000/s3cr3tp4th"
+	e["ALERT_EMAIL"] = "Oncall <oncall@ops.example>"
+	e["SILENCE_ALERT_AFTER"] = "stripe=6h, github=7d"
+	c, err := Load(env(e), specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SilenceAlertAfter["stripe"] != 6*time.Hour || c.SilenceAlertAfter["github"] != 7*24*time.Hour {
+		t.Errorf("SILENCE_ALERT_AFTER = %v", c.SilenceAlertAfter)
+	}
+	var b strings.Builder
+	slog.New(slog.NewJSONHandler(&b, nil)).Info("config", "config", c)
+	if out := b.String(); strings.Contains(out, "s3cr3tp4th") || !strings.Contains(out, "hooks.slack.com") {
+		t.Errorf("the webhook URL's path is a secret, its host is not: %s", out)
+	}
+	e["ALERT_WEBHOOK_URL"] = "http://127.0.0.1:9000/hook" // loopback: http allowed
+	e["SILENCE_ALERT_AFTER"] = "github=off"
+	if c, err = Load(env(e), specs); err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := c.SilenceAlertAfter["github"]; !ok || d != 0 {
+		t.Errorf("github=off: %v %v, want 0 (never)", d, ok)
 	}
 }

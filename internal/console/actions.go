@@ -2,9 +2,11 @@ package console
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/ops"
@@ -354,4 +356,70 @@ func (c *Console) reconcile(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Result = &rep
 	c.render(w, r, http.StatusOK, "reconcile", "Reconciled", "reconcile", v)
+}
+
+// ---------------------------------------------------------------------------
+// Resolve a parked event
+
+type resolveView struct {
+	Preview ops.ResolvePreview
+	Reason  string
+	Problem string
+	Result  *ops.Resolved
+	Max     int
+}
+
+func (c *Console) resolvePreview(w http.ResponseWriter, r *http.Request) {
+	p, err := ops.PreviewResolve(r.Context(), c.cfg.DB, r.PathValue("key"))
+	if webhooks.IsNotFound(err) {
+		c.fail(w, r, http.StatusNotFound, "No event is stored under "+strconv.Quote(r.PathValue("key"))+".", nil)
+		return
+	}
+	if err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The event could not be read.", err)
+		return
+	}
+	if wantsJSON(r) {
+		writeJSON(w, http.StatusOK, p)
+		return
+	}
+	c.render(w, r, http.StatusOK, "resolve", "Resolve "+p.Event.Key, "events", resolveView{Preview: p, Max: ops.MaxReasonLength})
+}
+
+func (c *Console) resolve(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	reason := r.PostFormValue("reason")
+	res, err := ops.Resolve(context.WithoutCancel(ctx), c.cfg.DB, r.PathValue("key"), reason, actor(r), c.cfg.Log)
+	status := http.StatusOK
+	var problem string
+	switch {
+	case webhooks.IsNotFound(err):
+		c.fail(w, r, http.StatusNotFound, "No event is stored under "+strconv.Quote(r.PathValue("key"))+".", nil)
+		return
+	case errors.Is(err, ops.ErrNotParked):
+		status, problem = http.StatusConflict, "Not resolved: "+strings.TrimPrefix(err.Error(), ops.ErrNotParked.Error()+": ")+"."
+	case errors.Is(err, ops.ErrBadReason):
+		status, problem = http.StatusBadRequest, "Not resolved: "+err.Error()+": say why no replay can fix it."
+	case err != nil:
+		c.fail(w, r, http.StatusServiceUnavailable, "The event could not be resolved.", err)
+		return
+	}
+	if wantsJSON(r) {
+		if problem != "" {
+			writeJSON(w, status, map[string]string{"error": problem})
+			return
+		}
+		writeJSON(w, status, res)
+		return
+	}
+	p, perr := ops.PreviewResolve(ctx, c.cfg.DB, r.PathValue("key"))
+	if perr != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The event could not be read.", perr)
+		return
+	}
+	v := resolveView{Preview: p, Reason: reason, Problem: problem, Max: ops.MaxReasonLength}
+	if problem == "" {
+		v.Result = &res
+	}
+	c.render(w, r, status, "resolve", "Resolve "+p.Event.Key, "events", v)
 }

@@ -39,8 +39,8 @@ const (
 	chartTop, chartBottom = 10, 22
 )
 
-// outcomeChart stacks each bucket's events by outcome, in series order.
-func outcomeChart(a ops.Activity, series []string, loc *time.Location) chart {
+// stateChart stacks each bucket's events by state, in series order.
+func stateChart(a ops.Activity, series []string, loc *time.Location) chart {
 	c := chart{Width: chartW, Height: chartH, Legend: series}
 	for _, b := range a.Buckets {
 		c.Max = max(c.Max, b.Total())
@@ -56,7 +56,7 @@ func outcomeChart(a ops.Activity, series []string, loc *time.Location) chart {
 		x := chartLeft + float64(i)*slot + (slot-w)/2
 		y := float64(chartTop) + plotH
 		for _, s := range series {
-			v := b.Outcomes[s]
+			v := b.States[s]
 			if v == 0 {
 				continue
 			}

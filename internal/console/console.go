@@ -3,8 +3,8 @@
 // listener. It shows the receiver's health, finds events by any id an
 // operator holds, shows one event with every claim and the rows it wrote,
 // and runs the operator's actions (replay an event, replay what was parked
-// in a window, run a step now, reconcile a window), each with a preview
-// first.
+// in a window, run a step now, reconcile a window, resolve a parked event
+// no replay can fix), each with a preview first.
 //
 // It holds no claim logic and no SQL of its own but its sign-in sessions'
 // (console_sessions): queries and actions are internal/ops', shared with
@@ -92,16 +92,21 @@ type Config struct {
 	// Lockout (ADMIN_LOCKOUT) is how long a client that gave too many
 	// wrong tokens is refused, and the window they are counted in (0:
 	// DefaultLockout).
-	Lockout    time.Duration
-	DB         webhooks.Querier
-	Processor  Processor
-	Providers  map[string]webhooks.Provider // by source
-	Specs      []webhooks.Spec
-	Lease      time.Duration // LEASE_DURATION
-	MailDomain string        // for Message-IDs of steps planned without one
+	Lockout   time.Duration
+	DB        webhooks.Querier
+	Processor Processor
+	Providers map[string]webhooks.Provider // by source
+	Specs     []webhooks.Spec
+	Lease     time.Duration // LEASE_DURATION
+	// Kinds are the step kinds, which say what each step sends that an
+	// operator can look for downstream (webhooks.Referrer).
+	Kinds      webhooks.StepKinds
 	Gatherer   prometheus.Gatherer
 	Reconciler Reconciler // nil: no reconcile action
-	Log        *slog.Logger
+	// AlertChannels are the operator alerts' channels configured
+	// ("webhook", "email"), which the overview names; none: alerts off.
+	AlertChannels []string
+	Log           *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
 }
@@ -154,7 +159,7 @@ func New(cfg Config) (*Console, error) {
 		c.counters = newCounters(cfg.Gatherer, cfg.Now)
 	}
 	for _, page := range []string{"login", "overview", "events", "event", "replay", "replayed", "step", "parked",
-		"reconcile", "error"} {
+		"reconcile", "resolve", "error"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -179,6 +184,8 @@ func (c *Console) routes() {
 	m.Handle("GET /events/{key}", c.authed(c.event))
 	m.Handle("GET /events/{key}/replay", c.authed(c.replayPreview))
 	m.Handle("POST /events/{key}/replay", c.authed(c.replay))
+	m.Handle("GET /events/{key}/resolve", c.authed(c.resolvePreview))
+	m.Handle("POST /events/{key}/resolve", c.authed(c.resolve))
 	m.Handle("GET /events/{key}/steps/{step}/run", c.authed(c.stepPreview))
 	m.Handle("POST /events/{key}/steps/{step}/run", c.authed(c.stepRun))
 	m.Handle("GET /replay-parked", c.authed(c.parkedPreview))

@@ -205,6 +205,14 @@ func purchase(guid string, account int) (body []byte, header http.Header) {
 		"X-Github-Hook-Id": {"77"}, "Content-Type": {"application/json"}}
 }
 
+// ghKey is the event key of world's GitHub purchase: its hook id and GUID,
+// then a hash of its body.
+var ghKey = func() string {
+	const guid = "6c1d2f7e-0000-4000-8000-00000000aaaa"
+	body, _ := purchase(guid, 424242)
+	return github.Key("77", guid, github.BodyHash(body))
+}()
+
 func mustOK(t *testing.T, res rt.Response) {
 	t.Helper()
 	if res.Status != http.StatusOK {
@@ -440,13 +448,13 @@ func TestSecurityHeaders(t *testing.T) {
 func TestEventsFilters(t *testing.T) {
 	c := newConsole(t)
 	world(t, c)
-	all := []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa", "evt_bad", "evt_done1", "evt_done2", "evt_inv_created", "evt_inv_paid"}
+	all := []string{ghKey, "evt_bad", "evt_done1", "evt_done2", "evt_inv_created", "evt_inv_paid"}
 	cases := []struct {
 		name, query string
 		want        []string
 	}{
 		{"All", "", all},
-		{"Source", "source=github", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"Source", "source=github", []string{ghKey}},
 		{"Type", "type=invoice.paid", []string{"evt_inv_paid"}},
 		{"StateParked", "state=parked", []string{"evt_bad"}},
 		{"StateDone", "state=done", slices.DeleteFunc(slices.Clone(all), func(k string) bool { return k == "evt_bad" })},
@@ -456,15 +464,15 @@ func TestEventsFilters(t *testing.T) {
 		{"RangeNow", "from=" + time.Now().UTC().Add(-time.Hour).Format("2006-01-02T15:04"), all},
 		{"SourceAndState", "source=stripe&state=parked", []string{"evt_bad"}},
 		{"SearchEventID", "q=evt_done2", []string{"evt_done2"}},
-		{"SearchGUID", "q=6c1d2f7e-0000-4000-8000-00000000aaaa", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"SearchGUID", "q=6c1d2f7e-0000-4000-8000-00000000aaaa", []string{ghKey}},
 		{"SearchStepKey", "q=evt_bad/fulfillment", []string{"evt_bad"}},
 		{"SearchCheckoutSession", "q=cs_bad", []string{"evt_bad"}},
 		{"SearchPaymentIntent", "q=pi_done1", []string{"evt_done1"}},
 		{"SearchEmail", "q=DONE2@example.com", []string{"evt_done2"}},
 		{"SearchInvoice", "q=in_777", []string{"evt_inv_created", "evt_inv_paid"}},
 		{"SearchInvoiceEmail", "q=payer@example.com", []string{"evt_inv_created", "evt_inv_paid"}},
-		{"SearchMarketplaceAccount", "q=account:424242", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
-		{"SearchBillingEmail", "q=billing424242@org.example", []string{"77:6c1d2f7e-0000-4000-8000-00000000aaaa"}},
+		{"SearchMarketplaceAccount", "q=account:424242", []string{ghKey}},
+		{"SearchBillingEmail", "q=billing424242@org.example", []string{ghKey}},
 		{"SearchNothing", "q=cs_nope", nil},
 		{"SearchAndFilter", "q=in_777&type=invoice.created", []string{"evt_inv_created"}},
 	}
@@ -577,7 +585,10 @@ func TestEventPage(t *testing.T) {
 			"email.confirmation", "Message-ID", "@example.test&gt;",
 			"cs_bad", "written by this event", "25.00 USD",
 			`&#34;payment_status&#34;: &#34;paid&#34;`, // pretty-printed, escaped
-			`/events/evt_bad/replay`)
+			`/events/evt_bad/replay`, `href="/events/evt_bad/resolve" id="resolve"`,
+			// Every attempt of every step.
+			`id="attempts-fulfillment"`, `<span class="badge parked">parked</span>`, `<td class="num">422</td>`,
+			`id="attempts-email.confirmation"`, `<span class="badge done">done</span>`)
 	})
 	t.Run("Escaped", func(t *testing.T) {
 		res := b.get(t, "/events/evt_xss")
@@ -594,7 +605,7 @@ func TestEventPage(t *testing.T) {
 	t.Run("GitHubByGUID", func(t *testing.T) {
 		res := b.get(t, "/events/6c1d2f7e-0000-4000-8000-00000000aaaa")
 		mustStatus(t, "event by GUID", res, http.StatusOK)
-		mustContain(t, "event by GUID", res, "77:6c1d2f7e-0000-4000-8000-00000000aaaa", "account:424242", "github_marketplace")
+		mustContain(t, "event by GUID", res, ghKey, "account:424242", "github_marketplace")
 	})
 	t.Run("NotFound", func(t *testing.T) {
 		mustStatus(t, "missing event", b.get(t, "/events/evt_missing"), http.StatusNotFound)
@@ -753,7 +764,12 @@ func TestOverview(t *testing.T) {
 		`id="parked"`, `<p class="big">1</p>`, // one parked event
 		`id="last-events"`, ">stripe<", ">github<",
 		"Rejections by reason", "stripe: ", // the forged delivery
-		`<svg class="chart"`, `class="s-processed"`, "processed 6", "parked 0") // the event was processed; its step parked
+		`<svg class="chart"`, `class="s-done"`, `class="s-parked"`,
+		// The chart's parked events are the card's (the event was processed
+		// on arrival, its step parked later): one query for both.
+		`<span id="parked-in-window">1</span>`, `id="legend-parked"><span class="key s-parked"></span>parked <span class="count">1</span>`,
+		`id="legend-done"><span class="key s-done"></span>done <span class="count">5</span>`,
+		`id="alerts"`, "off: set <code>ALERT_WEBHOOK_URL</code>")
 	var v struct {
 		Health struct {
 			ParkedEvents int `json:"parked_events"`
@@ -767,7 +783,7 @@ func TestOverview(t *testing.T) {
 	if v.Health.ParkedEvents != 1 {
 		t.Errorf("parked events %d, want 1", v.Health.ParkedEvents)
 	}
-	want := []string{"stripe evt_bad", "github 77:6c1d2f7e-0000-4000-8000-00000000aaaa"}
+	want := []string{"stripe evt_bad", "github " + ghKey}
 	var got []string
 	for _, l := range v.Health.LastEvents {
 		if l.Source == "stripe" || l.Source == "github" || l.Key != "" { // other providers: none stored
@@ -831,4 +847,87 @@ func TestReconcileAction(t *testing.T) {
 	if diff := cmp.Diff(want, fake.calls); diff != "" {
 		t.Errorf("reconciler calls (-want +got):\n%s", diff)
 	}
+}
+
+// metric reads a series of the receiver's /metrics (HTTP_ADDR), waiting up
+// to a deadline for it to equal want (the claims' gauges are cached for a
+// few seconds); it returns the last value read.
+func metric(t *testing.T, c *console, name string, want float64) float64 {
+	t.Helper()
+	var v float64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		res, err := http.Get(c.Receiver.URL + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		for _, line := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+				fmt.Sscan(f[1], &v)
+			}
+		}
+		if v == want || time.Now().After(deadline) {
+			return v
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestResolveAction: the console resolves a parked event with a reason,
+// previewed first and CSRF-protected; the event leaves the parked figures
+// (the overview's card and chart, the gauges, the parked listing), keeps
+// its body, and the page says who and why; a done event is refused.
+func TestResolveAction(t *testing.T) {
+	c := newConsole(t)
+	world(t, c)
+	b := c.browser(t)
+	if v := metric(t, c, "webhook_parked_events", 1); v != 1 {
+		t.Fatalf("webhook_parked_events before: %v, want 1", v)
+	}
+
+	preview := b.get(t, "/events/evt_bad/resolve")
+	mustStatus(t, "preview", preview, http.StatusOK)
+	mustContain(t, "preview", preview, "Close step <strong>fulfillment</strong>", "422", `name="reason"`, `id="do-resolve"`)
+	form := url.Values{"csrf": {b.csrf(t, "/events/evt_bad/resolve")}, "reason": {"refunded by hand; never to ship"}}
+	mustStatus(t, "resolve without CSRF", b.post(t, "/events/evt_bad/resolve", url.Values{"reason": {"x"}}, nil), http.StatusForbidden)
+	mustStatus(t, "resolve without a reason", b.post(t, "/events/evt_bad/resolve", url.Values{"csrf": form["csrf"]}, nil),
+		http.StatusBadRequest)
+
+	res := b.post(t, "/events/evt_bad/resolve", form, nil)
+	mustStatus(t, "resolve", res, http.StatusOK)
+	mustContain(t, "resolve", res, `id="resolved"`, `id="state-after">resolved<`)
+
+	page := b.get(t, "/events/evt_bad")
+	mustContain(t, "event page", page, `id="state">resolved<`, `id="resolution"`, "refunded by hand; never to ship",
+		"by <strong>console 127.0.0.1</strong>", `&#34;payment_status&#34;: &#34;paid&#34;`)
+	if strings.Contains(page.Body, `id="resolve"`) {
+		t.Error("the event page still offers to resolve a resolved event")
+	}
+	overview := b.get(t, "/")
+	mustContain(t, "overview", overview, `<p class="big">0</p>`, `<span id="parked-in-window">0</span>`,
+		`id="legend-resolved"><span class="key s-resolved"></span>resolved <span class="count">1</span>`)
+	if v := metric(t, c, "webhook_parked_events", 0); v != 0 {
+		t.Errorf("webhook_parked_events after: %v, want 0", v)
+	}
+	if v := metric(t, c, "webhook_parked", 0); v != 0 {
+		t.Errorf("webhook_parked after: %v, want 0", v)
+	}
+	var l listed
+	b.getJSON(t, "/events?state=resolved", &l)
+	if !slices.Equal(l.keys(), []string{"evt_bad"}) {
+		t.Errorf("resolved listing %v", l.keys())
+	}
+	b.getJSON(t, "/events?state=parked", &l)
+	if len(l.keys()) != 0 {
+		t.Errorf("parked listing after resolve: %v", l.keys())
+	}
+
+	again := b.post(t, "/events/evt_bad/resolve", url.Values{"csrf": form["csrf"], "reason": {"again"}}, nil)
+	mustStatus(t, "resolve twice", again, http.StatusConflict)
+	mustContain(t, "resolve twice", again, "resolved already, by console 127.0.0.1")
+	done := b.get(t, "/events/evt_done1/resolve")
+	mustContain(t, "resolve a done event", done, `id="refused"`, "evt_done1 is done; only a parked event")
+	mustStatus(t, "resolve a missing event", b.get(t, "/events/evt_nope/resolve"), http.StatusNotFound)
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -25,12 +26,14 @@ type overviewView struct {
 	StepOverdue bool
 	Counts      *recentCounts // nil: no counters in this process
 	Chart       chart
-	Totals      []Counted // events of the chart's window by outcome
+	Totals      []Counted // events of the chart's window by state
 	Window      string
+	// ParkedInWindow are the parked events (Health.ParkedEvents) received
+	// in the chart's window: its parked series, from the same query.
+	ParkedInWindow int64
+	Alerts         []alerts.Sent
+	AlertChannels  []string
 }
-
-// outcomes are the stored outcomes of an event, in the charts' order.
-var outcomes = []string{string(webhooks.OutcomeProcessed), string(webhooks.OutcomeIgnored), string(webhooks.OutcomeParked)}
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
@@ -48,20 +51,24 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, r, http.StatusServiceUnavailable, "The events could not be counted.", err)
 		return
 	}
-	v.Chart = outcomeChart(act, outcomes, time.UTC)
-	for _, o := range outcomes {
-		var n int64
-		for _, b := range act.Buckets {
-			n += b.Outcomes[o]
+	v.Chart = stateChart(act, ops.ActivityStates, time.UTC)
+	for _, st := range ops.ActivityStates {
+		if n := act.Count(st); n > 0 || st == string(webhooks.StateParked) || st == string(webhooks.StateDone) {
+			v.Totals = append(v.Totals, Counted{Name: st, Count: n})
 		}
-		v.Totals = append(v.Totals, Counted{Name: o, Count: n})
 	}
+	v.ParkedInWindow = act.Count(string(webhooks.StateParked))
 	if c.counters != nil {
 		rc := c.counters.recent()
 		v.Counts = &rc
 	}
+	v.AlertChannels = c.cfg.AlertChannels
+	if v.Alerts, err = alerts.Recent(ctx, c.cfg.DB, 5); err != nil {
+		c.fail(w, r, http.StatusServiceUnavailable, "The alerts could not be read.", err)
+		return
+	}
 	if wantsJSON(r) {
-		writeJSON(w, http.StatusOK, map[string]any{"health": v.Health, "activity": act, "recent": v.Counts})
+		writeJSON(w, http.StatusOK, map[string]any{"health": v.Health, "activity": act, "recent": v.Counts, "alerts": v.Alerts})
 		return
 	}
 	c.render(w, r, http.StatusOK, "overview", "Overview", "overview", v)
@@ -116,7 +123,8 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 // timeLayouts are what the range inputs accept, in UTC.
-var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04:05", time.RFC3339, "2006-01-02"}
+var timeLayouts = []string{"2006-01-02T15:04", "2006-01-02T15:04Z07:00", "2006-01-02T15:04:05", time.RFC3339,
+	"2006-01-02 15:04", "2006-01-02"}
 
 func parseTime(s string) (time.Time, error) {
 	for _, l := range timeLayouts {
@@ -184,7 +192,7 @@ func (c *Console) filterOf(q url.Values) (f ops.Filter, form eventsForm, problem
 		}
 		v, err := parseTime(t.in)
 		if err != nil {
-			problems = append(problems, "times are like 2026-01-02T15:04 (UTC)")
+			problems = append(problems, "times are like 2026-12-01T00:00Z or 2026-12-01 (UTC)")
 			continue
 		}
 		*t.out = v
@@ -248,6 +256,7 @@ type eventView struct {
 	Records  ops.Records
 	Claims   []claimView
 	Replay   bool // a replay would do something
+	Resolve  bool // something is parked: it can be resolved
 	Problem  string
 	Reopened []string
 }
@@ -274,6 +283,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 	v.Replay = d.State != webhooks.StateDone || slices.ContainsFunc(d.Claims, func(cl ops.Claim) bool {
 		return cl.Status == string(webhooks.StatusSkipped)
 	})
+	v.Resolve = d.State == webhooks.StateParked
 	if wantsJSON(r) {
 		writeJSON(w, http.StatusOK, map[string]any{"event": d, "body": json.RawMessage(jsonOrString(d.Body)), "records": v.Records})
 		return
@@ -285,8 +295,8 @@ func (c *Console) claimViews(claims []ops.Claim) []claimView {
 	now := c.cfg.Now()
 	out := make([]claimView, len(claims))
 	for i, cl := range claims {
-		if cl.MessageID == "" && cl.IdempotencyKey == "" {
-			cl.IdempotencyKey, cl.MessageID = ops.StepRefs(cl, c.cfg.MailDomain)
+		if cl.Kind == "step" && cl.Refs == nil {
+			cl.Refs = c.cfg.Kinds.Refs(cl.StepKind, cl.Key, cl.Payload)
 		}
 		out[i] = claimView{Claim: cl}
 		if cl.Kind == "step" && cl.Status == string(webhooks.StatusInProgress) {

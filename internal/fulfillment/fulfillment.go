@@ -7,8 +7,21 @@
 // under that key) means done; 408, 429 and 5xx are transient; any other 4xx
 // is permanent. Timeouts and connection errors are transient.
 //
+// With a key (FULFILLMENT_SECRET), every call is also signed the Standard
+// Webhooks way (internal/standardwebhooks), so that the API can tell the
+// receiver's calls from anybody's with any Standard Webhooks library:
+// webhook-id is the call's Idempotency-Key, webhook-timestamp the time of
+// the attempt in Unix seconds, and webhook-signature "v1," followed by the
+// standard base64 of the HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.
+// <body>". A retry is signed anew, with its own timestamp.
+//
 // Client.Fulfill makes exactly one attempt and honours the context deadline;
-// retrying is the caller's business.
+// retrying is the caller's business. It never follows a redirect: a 3xx is
+// the answer, a *StatusError (not permanent: the redriver tries again, and
+// parks the step once its attempts run out). Followed, a 301, 302 or 303
+// would turn the POST into a GET whose 2xx would count as done, and a 307
+// or 308 would hand the body and its Idempotency-Key (and the signature
+// headers) to whatever host the Location names.
 package fulfillment
 
 import (
@@ -24,6 +37,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
@@ -41,6 +55,10 @@ type Request struct {
 type Client struct {
 	BaseURL string // e.g. "https://fulfillment.internal"; a trailing slash is ignored
 	HTTP    *http.Client
+	// Key is the Standard Webhooks key every call is signed with (the key
+	// of FULFILLMENT_SECRET, standardwebhooks.ParseSecret); nil sends the
+	// calls unsigned.
+	Key []byte
 
 	timeout time.Duration // the backstop when ctx has no deadline; 0: none
 }
@@ -60,8 +78,13 @@ func New(baseURL string) *Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns = 128
 	t.MaxIdleConnsPerHost = 64
-	return &Client{BaseURL: baseURL, HTTP: &http.Client{Transport: telemetry.Transport(t)}, timeout: 30 * time.Second}
+	return &Client{BaseURL: baseURL, HTTP: &http.Client{Transport: telemetry.Transport(t), CheckRedirect: refuseRedirect},
+		timeout: 30 * time.Second}
 }
+
+// refuseRedirect is every Client's redirect policy (http.Client's
+// CheckRedirect): the redirect itself is the answer.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // maxErrorBody bounds how much of a response body is read into a StatusError.
 const maxErrorBody = 512
@@ -131,10 +154,20 @@ func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) 
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("Idempotency-Key", idempotencyKey)
+	if c.Key != nil {
+		for k, v := range standardwebhooks.Headers(idempotencyKey, time.Now(), body, c.Key) {
+			req.Header[k] = v
+		}
+	}
 
 	hc := c.HTTP
 	if hc == nil {
 		hc = http.DefaultClient
+	}
+	if hc.CheckRedirect == nil {
+		nc := *hc
+		nc.CheckRedirect = refuseRedirect
+		hc = &nc
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

@@ -250,3 +250,59 @@ func TestFulfillmentTestServer(t *testing.T) {
 	go c.Fulfill(context.Background(), key, sampleReq)
 	api.WaitHeld(t, 1, 5*time.Second)
 }
+
+// TestFulfillNeverFollowsARedirect: a fulfillment API that redirects (to
+// another host, or within its own) gets the redirect back as a transient
+// failure; the Location is never called, so the body and its
+// Idempotency-Key never reach another host, and a POST turned into a GET
+// never counts as done.
+func TestFulfillNeverFollowsARedirect(t *testing.T) {
+	var mu sync.Mutex
+	var elsewhere []string // what the redirect's target received
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		elsewhere = append(elsewhere, r.Method+" "+r.URL.Path+" key="+r.Header.Get("Idempotency-Key"))
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer other.Close()
+	for _, c := range []struct {
+		name   string
+		status int
+		to     string
+	}{
+		{"TemporaryToAnotherHost", http.StatusTemporaryRedirect, other.URL + "/fulfillments"},
+		{"PermanentToAnotherHost", http.StatusPermanentRedirect, other.URL + "/fulfillments"},
+		{"FoundToAnotherHost", http.StatusFound, other.URL + "/fulfillments"},
+		{"SeeOtherWithinTheHost", http.StatusSeeOther, "/done"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mu.Lock()
+			elsewhere = nil
+			mu.Unlock()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/fulfillments" {
+					mu.Lock()
+					elsewhere = append(elsewhere, r.Method+" "+r.URL.Path+" key="+r.Header.Get("Idempotency-Key"))
+					mu.Unlock()
+					w.WriteHeader(http.StatusOK)
+					return
+				}
+				http.Redirect(w, r, c.to, c.status)
+			}))
+			defer srv.Close()
+			for _, client := range []*fulfillment.Client{fulfillment.New(srv.URL), {BaseURL: srv.URL}} {
+				err := client.Fulfill(context.Background(), fulfillment.IdempotencyKey("evt_redirect/fulfil"), sampleReq)
+				var se *fulfillment.StatusError
+				if !errors.As(err, &se) || se.Code != c.status || isPermanent(err) {
+					t.Errorf("Fulfill: %v; want a transient StatusError %d", err, c.status)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(elsewhere) > 0 {
+				t.Errorf("the redirect was followed: %q", elsewhere)
+			}
+		})
+	}
+}

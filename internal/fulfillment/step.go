@@ -56,6 +56,12 @@ func (k Kind) Unconfigured() string {
 	return ""
 }
 
+// Refs implements webhooks.Referrer: the Idempotency-Key every attempt of
+// the step sends (also its webhook-id when calls are signed).
+func (Kind) Refs(key string, _ json.RawMessage) []webhooks.Ref {
+	return []webhooks.Ref{{Name: "Idempotency-Key", Value: IdempotencyKey(key)}}
+}
+
 // Unavailable implements webhooks.StepKind.
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var p Payload
@@ -77,3 +83,7 @@ func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) erro
 	}
 	return k.Client.Fulfill(ctx, IdempotencyKey(key), RequestFor(*p.Order))
 }
+
+// StatusCode is the HTTP status the API answered: the step's attempt
+// records it (webhooks.StatusCode).
+func (e *StatusError) StatusCode() int { return e.Code }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	jsonv2 "encoding/json/v2"
+	"errors"
 	"fmt"
+	"net/textproto"
 	"strings"
 
 	"github.com/paywebhooks/receiver/internal/orders"
@@ -99,6 +101,21 @@ func (k Kind) Unconfigured() string {
 	return ""
 }
 
+// Refs implements webhooks.Referrer: the Message-ID every attempt of the
+// step sends, with the domain stamped on the step when it was planned (this
+// process's for a step planned before steps carried one).
+func (k Kind) Refs(key string, payload json.RawMessage) []webhooks.Ref {
+	var e Email
+	_ = jsonv2.Unmarshal(payload, &e)
+	if e.MessageIDDomain == "" {
+		e.MessageIDDomain = k.Domain
+	}
+	if e.MessageIDDomain == "" {
+		return nil
+	}
+	return []webhooks.Ref{{Name: "Message-ID", Value: MessageID(key, e.MessageIDDomain)}}
+}
+
 // Unavailable implements webhooks.StepKind.
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var e Email
@@ -134,15 +151,36 @@ func (k Kind) run(ctx context.Context, key string, e Email) error {
 	if domain == "" {
 		domain = k.Domain
 	}
-	return k.Sender.Send(ctx, Message{
+	return WithReplyCode(k.Sender.Send(ctx, Message{
 		MessageID: MessageID(key, domain),
 		From:      from,
 		To:        e.recipient(),
 		Subject:   subject,
 		Text:      text,
 		HTML:      html,
-	})
+	}))
 }
+
+// WithReplyCode gives an error that carries the SMTP server's reply a
+// StatusCode method (its reply code, such as 451), which the step's
+// attempt records (webhooks.StatusCode).
+func WithReplyCode(err error) error {
+	var reply *textproto.Error
+	if errors.As(err, &reply) {
+		return &replyError{err: err, code: reply.Code}
+	}
+	return err
+}
+
+// replyError is an error the SMTP server answered, with its reply code.
+type replyError struct {
+	err  error
+	code int
+}
+
+func (e *replyError) Error() string   { return e.err.Error() }
+func (e *replyError) Unwrap() error   { return e.err }
+func (e *replyError) StatusCode() int { return e.code }
 
 // Domain returns the domain of an address such as MAIL_FROM ("Shop
 // <shop@example.com>" gives "example.com"), or "localhost".

@@ -21,6 +21,10 @@ type ReplayPreview struct {
 	// read); the replay takes it back in the transaction of its writes, and
 	// a replay that fails again leaves it parked.
 	Reclaim bool `json:"reclaim,omitempty"`
+	// Unresolve: an operator resolved the event; the replay parks its
+	// resolved claims again first (Reclaim and Reopen list them), so that
+	// a replay that fails leaves it parked, no longer resolved.
+	Unresolve bool `json:"unresolve,omitempty"`
 	// Reopen are parked or skipped steps given back with their attempts
 	// reset, then run.
 	Reopen []Claim `json:"reopen,omitempty"`
@@ -63,6 +67,15 @@ func PreviewReplay(ctx context.Context, q webhooks.Querier, runnable Runnable, p
 	p.NoProvider = !ok
 	for _, c := range d.Claims {
 		status := webhooks.ClaimStatus(c.Status)
+		if status == webhooks.StatusResolved {
+			// Parked again before the replay (reopenResolved).
+			p.Unresolve = true
+			if c.Kind == "step" || d.Outcome == string(webhooks.OutcomeParked) {
+				status, c.Status = webhooks.StatusParked, string(webhooks.StatusParked)
+			} else {
+				status, c.Status = webhooks.StatusDone, string(webhooks.StatusDone)
+			}
+		}
 		switch {
 		case c.Kind == "event":
 			p.Reclaim = status == webhooks.StatusParked

@@ -34,6 +34,16 @@ type Summary struct {
 	ReceivedAt time.Time      `json:"received_at"`
 }
 
+// Word is the one word the console and the CLI show for the event's
+// state: its State, or "ignored" for a done event of a type the receiver
+// does not act on.
+func (s Summary) Word() string {
+	if s.State == webhooks.StateDone && s.Outcome == string(webhooks.OutcomeIgnored) {
+		return string(webhooks.OutcomeIgnored)
+	}
+	return string(s.State)
+}
+
 // Filter narrows a listing; zero fields match everything.
 type Filter struct {
 	Source    string
@@ -72,6 +82,7 @@ const stateSQL = `CASE
     WHEN bool_or(p.status = 'parked') THEN 'parked'
     WHEN bool_or(p.status = 'in_progress' AND p.last_error IS NOT NULL) THEN 'failed'
     WHEN bool_or(p.status = 'in_progress') THEN 'in_progress'
+    WHEN bool_or(p.status = 'resolved') THEN 'resolved'
     ELSE 'done' END`
 
 // stateOf is the state of the event whose key is the expression key,
@@ -84,10 +95,12 @@ func stateOf(key string) string {
 }
 
 // waitingKeysSQL lists the events that wait for anything: a parked claim
-// or a step not done (few, from the parked and open-steps indexes).
+// or a step not done (few, from the parked and open-steps indexes). A
+// standalone step (an alert's) has no parent and is no event's.
 const waitingKeysSQL = `
     SELECT coalesce(parent_key, event_key) AS key FROM processed_events WHERE status = 'parked'
-    UNION SELECT parent_key FROM processed_events WHERE kind = 'step' AND status = 'in_progress'`
+    UNION SELECT parent_key FROM processed_events
+    WHERE kind = 'step' AND status = 'in_progress' AND parent_key IS NOT NULL`
 
 // summarySQL reads events (aliased e, from the FROM clause the caller
 // appends) with their state, derived from every row of the event: one
@@ -144,18 +157,24 @@ func ListPage(ctx context.Context, q webhooks.Querier, f Filter) (Page, error) {
 	}
 	switch f.State {
 	case webhooks.StateParked: // parked is the worst state: any parked claim makes it
-		with = append(with, `st AS MATERIALIZED (
-    SELECT DISTINCT coalesce(parent_key, event_key) AS key FROM processed_events WHERE status = 'parked')`)
+		with = append(with, `st AS MATERIALIZED (`+webhooks.ParkedEventsSQL+`)`)
 		where = append(where, "e.event_key IN (SELECT key FROM st)")
 	case webhooks.StateFailed, webhooks.StateInProgress:
 		with = append(with, `st AS MATERIALIZED (
     SELECT k.key FROM (
-        SELECT DISTINCT parent_key AS key FROM processed_events WHERE kind = 'step' AND status = 'in_progress') k
+        SELECT DISTINCT parent_key AS key FROM processed_events
+        WHERE kind = 'step' AND status = 'in_progress' AND parent_key IS NOT NULL) k
+    WHERE `+stateOf("k.key")+` = `+b.arg(string(f.State))+`)`)
+		where = append(where, "e.event_key IN (SELECT key FROM st)")
+	case webhooks.StateResolved: // from the resolved index: events an operator closed
+		with = append(with, `st AS MATERIALIZED (
+    SELECT k.key FROM (
+        SELECT event_key AS key FROM processed_events WHERE status = 'resolved' AND kind = 'event') k
     WHERE `+stateOf("k.key")+` = `+b.arg(string(f.State))+`)`)
 		where = append(where, "e.event_key IN (SELECT key FROM st)")
 	case webhooks.StateDone:
 		with = append(with, `st AS MATERIALIZED (`+waitingKeysSQL+`)`)
-		where = append(where, "e.event_key NOT IN (SELECT key FROM st)")
+		where = append(where, "e.event_key NOT IN (SELECT key FROM st)", "e.status <> 'resolved'")
 	}
 	if f.Source != "" {
 		where = append(where, "e.source = "+b.arg(f.Source))
@@ -252,17 +271,73 @@ type Claim struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	// What the step's attempts send outside, the same on every attempt:
 	// a fulfillment call's Idempotency-Key, an email's Message-ID.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	MessageID      string `json:"message_id,omitempty"`
-	Payload        []byte `json:"-"`
+	// Refs are what the step sends outside that is the same on every
+	// attempt (its Message-ID, its Idempotency-Key), as its kind says
+	// (Detail.AddRefs).
+	Refs    []webhooks.Ref `json:"refs,omitempty"`
+	Payload []byte         `json:"-"`
+	// History is every attempt of a step, oldest first (none for the
+	// event's own claim).
+	History []Attempt `json:"history,omitempty"`
+}
+
+// Attempt is one attempt of a step, as step_attempts recorded it with the
+// completion or give-back of its lease.
+type Attempt struct {
+	// N is the attempt's number over the step's life (its lease token):
+	// a replay resets the claim's attempts, never this.
+	N int64 `json:"attempt"`
+	// Outcome is done, failed, parked, skipped or lease_lost (it ran, but
+	// its lease had been taken meanwhile); two more are not recorded but
+	// read from the claim: running (the lease is held now) and unrecorded
+	// (its worker died, or lost the database, before it could record it;
+	// or the attempt was made before attempts were recorded).
+	Outcome    string        `json:"outcome"`
+	StartedAt  *time.Time    `json:"started_at,omitempty"`
+	Duration   time.Duration `json:"-"`
+	DurationMS float64       `json:"duration_ms,omitempty"`
+	// ErrorClass and Error are a failure's class (timeout,
+	// *fulfillment.StatusError, …) and its text, short, with email
+	// addresses redacted; a skip's reason is its Error.
+	ErrorClass string `json:"error_class,omitempty"`
+	Error      string `json:"error,omitempty"`
+	// Status is what the other side answered, where it did: the API's
+	// HTTP status, the SMTP reply code.
+	Status int `json:"status,omitempty"`
+	// Runner is who ran it when it was not the delivery that planned the
+	// step: redriver, operator, replay.
+	Runner string `json:"runner,omitempty"`
+}
+
+// Resolution is what an operator said when closing a parked event.
+type Resolution struct {
+	Reason string    `json:"reason"`
+	By     string    `json:"by"`
+	At     time.Time `json:"at"`
+	// Reopened: a replay reopened the event since; the resolution is
+	// history.
+	Reopened bool `json:"reopened,omitempty"`
 }
 
 // Detail is one event with its stored body and every claim.
 type Detail struct {
 	Summary
-	Error  string  `json:"error,omitempty"`
-	Body   []byte  `json:"-"`
-	Claims []Claim `json:"claims"`
+	Error      string      `json:"error,omitempty"`
+	Reason     string      `json:"reason,omitempty"` // why an ignored event was ignored, when its provider said
+	Resolution *Resolution `json:"resolution,omitempty"`
+	Body       []byte      `json:"-"`
+	Claims     []Claim     `json:"claims"`
+}
+
+// AddRefs sets the Refs of every step of d, as the kinds of this process
+// describe them (webhooks.Referrer): a kind this process does not run
+// shows none.
+func (d *Detail) AddRefs(kinds webhooks.StepKinds) {
+	for i, c := range d.Claims {
+		if c.Kind == "step" {
+			d.Claims[i].Refs = kinds.Refs(c.StepKind, c.Key, c.Payload)
+		}
+	}
 }
 
 // ErrNotFound is returned for a key with no stored event.
@@ -285,26 +360,40 @@ ORDER BY e.event_key = $1 DESC LIMIT 1`, key)
 	if err != nil {
 		return Detail{}, fmt.Errorf("show %s: %w", key, err)
 	}
-	rows, err = q.Query(ctx, `
+	b := &pgx.Batch{}
+	b.Queue(`
 SELECT event_key, kind, coalesce(step, ''), coalesce(step_kind, ''), status, attempts, claim_token,
        coalesce(last_error, ''), CASE WHEN claimed_at = '-infinity' THEN NULL ELSE claimed_at END,
-       completed_at, next_attempt_at, payload, coalesce(body, '')
+       completed_at, next_attempt_at, payload, coalesce(body, ''), resolved_at, coalesce(resolved_by, ''),
+       coalesce(resolved_reason, '')
 FROM processed_events
 WHERE event_key >= $1 AND event_key < $1 || '0' AND (event_key = $1 OR starts_with(event_key, $1 || '/'))
 ORDER BY kind, event_key`, d.Key)
+	b.Queue(attemptsSQL, d.Key)
+	br := q.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err = br.Query()
 	if err != nil {
 		return Detail{}, fmt.Errorf("show claims of %s: %w", d.Key, err)
 	}
 	d.Claims, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Claim, error) {
 		var c Claim
 		var body []byte
+		var res Resolution
+		var resolvedAt *time.Time
 		err := r.Scan(&c.Key, &c.Kind, &c.Step, &c.StepKind, &c.Status, &c.Attempts, &c.ClaimToken, &c.LastError,
-			&c.ClaimedAt, &c.CompletedAt, &c.NextAttemptAt, &c.Payload, &body)
-		c.IdempotencyKey, c.MessageID = StepRefs(c, "")
+			&c.ClaimedAt, &c.CompletedAt, &c.NextAttemptAt, &c.Payload, &body, &resolvedAt, &res.By, &res.Reason)
 		if c.Kind == "event" {
 			d.Body = body
-			if c.Status == string(webhooks.StatusParked) {
+			switch {
+			case c.Status == string(webhooks.StatusParked) || c.Status == string(webhooks.StatusResolved) && c.LastError != "":
 				d.Error = c.LastError
+			case d.Outcome == string(webhooks.OutcomeIgnored):
+				d.Reason = c.LastError
+			}
+			if resolvedAt != nil {
+				res.At, res.Reopened = *resolvedAt, c.Status != string(webhooks.StatusResolved)
+				d.Resolution = &res
 			}
 		}
 		return c, err
@@ -312,7 +401,66 @@ ORDER BY kind, event_key`, d.Key)
 	if err != nil {
 		return Detail{}, fmt.Errorf("show claims of %s: %w", d.Key, err)
 	}
+	rows, err = br.Query()
+	if err != nil {
+		return Detail{}, fmt.Errorf("show attempts of %s: %w", d.Key, err)
+	}
+	history := map[string][]Attempt{}
+	var stepKey string
+	var a Attempt
+	var started time.Time
+	_, err = pgx.ForEachRow(rows, []any{&stepKey, &a.N, &started, &a.DurationMS, &a.Outcome, &a.ErrorClass, &a.Error,
+		&a.Status, &a.Runner}, func() error {
+		at := started
+		a.StartedAt, a.Duration = &at, time.Duration(a.DurationMS*float64(time.Millisecond))
+		history[stepKey] = append(history[stepKey], a)
+		return nil
+	})
+	if err != nil {
+		return Detail{}, fmt.Errorf("show attempts of %s: %w", d.Key, err)
+	}
+	for i, c := range d.Claims {
+		if c.Kind == "step" {
+			d.Claims[i].History = fillHistory(c, history[c.Key])
+		}
+	}
 	return d, nil
+}
+
+// attemptsSQL reads the attempts of every step of the event $1, one range
+// of step_attempts' primary key.
+const attemptsSQL = `
+SELECT step_key, attempt, started_at, duration_ms, outcome, coalesce(error_class, ''), coalesce(error, ''),
+       coalesce(status_code, 0), coalesce(runner, '')
+FROM step_attempts
+WHERE step_key > $1 AND step_key < $1 || '0' AND starts_with(step_key, $1 || '/')
+ORDER BY step_key, attempt`
+
+// fillHistory completes a step's recorded attempts with those its lease
+// token says were made but not recorded: the one running now, and any whose
+// worker died before recording it (or made before attempts were recorded).
+// A step skipped when it was planned made no attempt.
+func fillHistory(c Claim, recorded []Attempt) []Attempt {
+	if len(recorded) == 0 && c.Status == string(webhooks.StatusSkipped) {
+		return nil
+	}
+	byN := make(map[int64]Attempt, len(recorded))
+	for _, a := range recorded {
+		byN[a.N] = a
+	}
+	out := make([]Attempt, 0, c.ClaimToken)
+	for n := int64(1); n <= c.ClaimToken; n++ {
+		a, ok := byN[n]
+		switch {
+		case ok:
+		case n == c.ClaimToken && c.Status == string(webhooks.StatusInProgress) && c.ClaimedAt != nil:
+			a = Attempt{N: n, Outcome: "running", StartedAt: c.ClaimedAt}
+		default:
+			a = Attempt{N: n, Outcome: "unrecorded"}
+		}
+		out = append(out, a)
+	}
+	return out
 }
 
 // ParkedSince returns the keys of events that have anything parked and
@@ -336,7 +484,8 @@ type Replayer interface {
 
 // Replay runs the event stored under key again through the processor and
 // the same claims as a delivery (see webhooks.Processor.Replay), and logs
-// who asked for it and what became of it.
+// who asked for it and what became of it. A resolved event is reopened
+// first (resolve.go).
 func Replay(ctx context.Context, q webhooks.Querier, proc Replayer, providers map[string]webhooks.Provider,
 	key, actor string, log *slog.Logger) (webhooks.Result, error) {
 	ev, err := webhooks.LoadEvent(ctx, q, key)
@@ -346,6 +495,15 @@ func Replay(ctx context.Context, q webhooks.Querier, proc Replayer, providers ma
 	prov, ok := providers[ev.Source]
 	if !ok {
 		return webhooks.Result{}, fmt.Errorf("replay %s: no provider for source %q", ev.Key, ev.Source)
+	}
+	// A replay asked for by key reopens what an operator resolved: it is
+	// parked again, then replayed as any parked event.
+	reopened, err := reopenResolved(ctx, q, ev.Key)
+	if err != nil {
+		return webhooks.Result{}, err
+	}
+	if reopened {
+		log.InfoContext(ctx, "operator replay reopens a resolved event", "actor", actor, "event_key", ev.Key)
 	}
 	res, err := proc.Replay(ctx, prov, ev)
 	if err != nil {
@@ -371,7 +529,8 @@ type PruneResult struct {
 }
 
 // pruneSQL deletes a batch of a source's events whose claims are all
-// final (done, or skipped steps) and older than $2 ms, with their steps:
+// final (done or resolved, or skipped steps) and older than $2 ms, with
+// their steps and their steps' attempts:
 // the oldest first, through the received index, each event's rows as one
 // range of the primary key. Nothing in progress or parked is deleted.
 //
@@ -382,12 +541,12 @@ type PruneResult struct {
 // events; BenchmarkPrune in internal/console).
 const pruneVictimsSQL = `
     SELECT e.event_key FROM processed_events e
-    WHERE e.kind = 'event' AND e.source = $1 AND e.status = 'done'
+    WHERE e.kind = 'event' AND e.source = $1 AND e.status IN ('done', 'resolved')
       AND e.claimed_at < now() - $2 * interval '1 millisecond'
       AND NOT EXISTS (
           SELECT 1 FROM processed_events s
           WHERE s.event_key > e.event_key AND s.event_key < e.event_key || '0'
-            AND starts_with(s.event_key, e.event_key || '/') AND s.status NOT IN ('done', 'skipped')
+            AND starts_with(s.event_key, e.event_key || '/') AND s.status NOT IN ('done', 'skipped', 'resolved')
           OFFSET 0)
     ORDER BY e.claimed_at
     LIMIT $3`
@@ -400,6 +559,10 @@ WITH victims AS (` + pruneVictimsSQL + `
     WHERE p.event_key >= v.event_key AND p.event_key < v.event_key || '0'
       AND (p.event_key = v.event_key OR starts_with(p.event_key, v.event_key || '/'))
     RETURNING 1
+), attempts AS (
+    DELETE FROM step_attempts a USING victims v
+    WHERE a.step_key > v.event_key AND a.step_key < v.event_key || '0'
+      AND starts_with(a.step_key, v.event_key || '/')
 )
 SELECT (SELECT count(*) FROM victims), (SELECT count(*) FROM claims)`
 
@@ -412,7 +575,8 @@ SELECT count(*), coalesce(sum(n), 0) FROM (
 ) c`
 
 // Prune deletes, for one source, every event whose claims are all final
-// and older than olderThan, with its steps' claims and its stored body, in
+// (done, skipped or resolved) and older than olderThan, with its steps'
+// claims and attempts and its stored body, in
 // batches of batchSize. With dryRun it deletes nothing and counts what it
 // would delete. progress, if not nil, is called after each batch.
 func Prune(ctx context.Context, q webhooks.Querier, source string, olderThan time.Duration, batchSize int,

@@ -19,8 +19,10 @@ type Health struct {
 	// Older than the lease, its worker died and the redriver should have
 	// taken it back.
 	OldestStep *OldestStep `json:"oldest_step,omitempty"`
-	// ParkedClaims are claims (events and steps) parked for an operator;
-	// ParkedEvents the events they belong to.
+	// ParkedClaims are claims of events (their own and their steps')
+	// parked for an operator; ParkedEvents the events they belong to:
+	// webhooks.ParkedCountsSQL, as the metrics count them (ReadActivity's
+	// parked series are those of them received in its window).
 	ParkedClaims int64 `json:"parked_claims"`
 	ParkedEvents int64 `json:"parked_events"`
 	// StepsWaiting are steps whose lease ran out or was given back,
@@ -70,8 +72,8 @@ SELECT event_key, coalesce(parent_key, ''), attempts, extract(epoch FROM now() -
 FROM processed_events
 WHERE kind = 'step' AND status = 'in_progress' AND claimed_at > '-infinity'
 ORDER BY claimed_at LIMIT 1`
-	parkedSQL = `
-SELECT count(*), count(DISTINCT coalesce(parent_key, event_key)) FROM processed_events WHERE status = 'parked'`
+	// The same count as the metrics' (webhook_parked, webhook_parked_events).
+	parkedSQL  = webhooks.ParkedCountsSQL
 	waitingSQL = `
 SELECT count(*) FROM processed_events
 WHERE kind = 'step' AND status = 'in_progress' AND claimed_at < now() - $1 * interval '1 millisecond'`
@@ -166,8 +168,9 @@ func lastReconciles(ctx context.Context, q webhooks.Querier) ([]ReconcileRun, er
 	return runs, nil
 }
 
-// Activity is how many events were received, by stored outcome
-// (processed, ignored, parked), in consecutive buckets.
+// Activity is how many events were received, by their state now (the one
+// word an event's state is shown with: Summary.Word), in consecutive
+// buckets.
 type Activity struct {
 	Start   time.Time     `json:"start"`
 	Bucket  time.Duration `json:"bucket"`
@@ -176,34 +179,66 @@ type Activity struct {
 
 // Bucket is one interval of an Activity.
 type Bucket struct {
-	Start    time.Time        `json:"start"`
-	Outcomes map[string]int64 `json:"outcomes"`
+	Start time.Time `json:"start"`
+	// States counts the bucket's events by state word: done, ignored,
+	// resolved, in_progress, failed, parked.
+	States map[string]int64 `json:"states"`
 }
 
-// Total is the bucket's count over every outcome.
+// Total is the bucket's count over every state.
 func (b Bucket) Total() int64 {
 	var n int64
-	for _, c := range b.Outcomes {
+	for _, c := range b.States {
 		n += c
 	}
 	return n
 }
 
-const activitySQL = `
-SELECT date_bin($2 * interval '1 millisecond', claimed_at, $1::timestamptz) AS bucket,
-       coalesce(outcome, ''), count(*)
-FROM processed_events
-WHERE kind = 'event' AND claimed_at >= $1 AND claimed_at < $3
+// Count is the activity's count of one state over every bucket.
+func (a Activity) Count(state string) int64 {
+	var n int64
+	for _, b := range a.Buckets {
+		n += b.States[state]
+	}
+	return n
+}
+
+// ActivityStates are the state words an Activity counts, worst last.
+var ActivityStates = []string{string(webhooks.StateDone), string(webhooks.OutcomeIgnored), string(webhooks.StateResolved),
+	string(webhooks.StateInProgress), string(webhooks.StateFailed), string(webhooks.StateParked)}
+
+// activitySQL counts events received in [$1, $3) by bucket and state now.
+// Most events are done and say so in their own row; those that wait for
+// anything are few, and found first: the parked ones with the same query
+// the parked figures use (webhooks.ParkedEventsSQL), so that the chart's
+// parked events are the Parked figure's, and those with a step open from
+// the open-steps index.
+var activitySQL = `
+WITH parked AS MATERIALIZED (` + webhooks.ParkedEventsSQL + `),
+open AS MATERIALIZED (
+    SELECT parent_key AS key, bool_or(last_error IS NOT NULL) AS failed FROM processed_events
+    WHERE kind = 'step' AND status = 'in_progress' AND parent_key IS NOT NULL
+    GROUP BY parent_key)
+SELECT date_bin($2 * interval '1 millisecond', e.claimed_at, $1::timestamptz) AS bucket,
+       CASE WHEN e.event_key IN (SELECT key FROM parked) THEN 'parked'
+            WHEN o.failed THEN 'failed'
+            WHEN o.key IS NOT NULL THEN 'in_progress'
+            WHEN e.status = 'resolved' THEN 'resolved'
+            WHEN e.outcome = 'ignored' THEN 'ignored'
+            ELSE 'done' END,
+       count(*)
+FROM processed_events e LEFT JOIN open o ON o.key = e.event_key
+WHERE e.kind = 'event' AND e.claimed_at >= $1 AND e.claimed_at < $3
 GROUP BY 1, 2`
 
 // ReadActivity counts the events received in [start, end), in buckets of
-// the given width, from the received index (one heap read per event in
-// the window for its outcome).
+// the given width, by state now, from the received index (one heap read
+// per event in the window for its own status and outcome).
 func ReadActivity(ctx context.Context, q webhooks.Querier, start, end time.Time, bucket time.Duration) (Activity, error) {
 	a := Activity{Start: start, Bucket: bucket}
 	n := int(end.Sub(start) / bucket)
 	for i := range n {
-		a.Buckets = append(a.Buckets, Bucket{Start: start.Add(time.Duration(i) * bucket), Outcomes: map[string]int64{}})
+		a.Buckets = append(a.Buckets, Bucket{Start: start.Add(time.Duration(i) * bucket), States: map[string]int64{}})
 	}
 	rows, err := q.Query(ctx, activitySQL, start, bucket.Milliseconds(), end)
 	if err != nil {
@@ -212,13 +247,13 @@ func ReadActivity(ctx context.Context, q webhooks.Querier, start, end time.Time,
 	defer rows.Close()
 	for rows.Next() {
 		var at time.Time
-		var outcome string
+		var state string
 		var c int64
-		if err := rows.Scan(&at, &outcome, &c); err != nil {
+		if err := rows.Scan(&at, &state, &c); err != nil {
 			return Activity{}, fmt.Errorf("activity: %w", err)
 		}
 		if i := int(at.Sub(start) / bucket); i >= 0 && i < n {
-			a.Buckets[i].Outcomes[outcome] += c
+			a.Buckets[i].States[state] += c
 		}
 	}
 	if err := rows.Err(); err != nil {

@@ -5,6 +5,19 @@
 // from the state it leaves, and, where events carry a position (GitHub
 // Marketplace's effective_date), an older event changes nothing.
 //
+// Refunds are kept by amount. A refund is recorded per event in the
+// refunds table, as the payment (its payment intent, or Paddle's
+// transaction), the charge or adjustment it refunds, and an amount: Stripe
+// sends the charge's cumulative amount_refunded with every refund, Paddle
+// one adjustment's own total. What an order has had refunded
+// (amount_refunded_cents) is therefore, over the charges or adjustments of
+// its payment, the sum of the largest amount recorded for each: events of
+// one charge converge to its newest total in any order, each adjustment
+// counts once however many events carry it, and an order created after its
+// refunds starts with them. An order is partially_refunded while that is
+// below amount_cents and refunded once it reaches it: a 1.00 refund of a
+// 100.00 order leaves it partially_refunded with 100 cents refunded.
+//
 // Writes are queued on the event's transaction (a webhooks.Plan): they are
 // sent with the event's claim in one round trip, so nothing here reads a
 // result, and each is conditional on receiver_claimed() (a copy of the
@@ -28,9 +41,17 @@ const (
 	StatusPendingPayment = "pending_payment"
 	StatusPaid           = "paid"
 	StatusPaymentFailed  = "payment_failed"
-	StatusRefunded       = "refunded"
-	StatusCancelled      = "cancelled"
+	// StatusPartiallyRefunded: paid, and refunded less than amount_cents.
+	StatusPartiallyRefunded = "partially_refunded"
+	// StatusRefunded: refunds have reached amount_cents.
+	StatusRefunded  = "refunded"
+	StatusCancelled = "cancelled"
 )
+
+// Sold are the statuses of an order whose payment stands, in part at
+// least: what a refund may move, and what the paid steps (confirmation,
+// fulfillment) of an order whose partial refund arrived first go by.
+var Sold = []string{StatusPaid, StatusPartiallyRefunded}
 
 // ErrNotFound is returned when no order matches.
 var ErrNotFound = errors.New("order not found")
@@ -54,6 +75,12 @@ type Order struct {
 	Currency        string `json:"currency"`
 	CustomerEmail   string `json:"customer_email,omitempty"`
 	Plan            string `json:"plan,omitempty"`
+	// AccountID is the Stripe connected account (acct_…) whose event made
+	// the order; "" for the platform's own.
+	AccountID string `json:"account_id,omitempty"`
+	// AmountRefundedCents is what has been refunded of AmountCents: read
+	// back from the database, never set by an event.
+	AmountRefundedCents int64 `json:"amount_refunded_cents,omitempty"`
 }
 
 // Position places an event in the life of an order: its time, then its
@@ -102,26 +129,37 @@ func (o Order) lockKeys() []string {
 	return []string{"order:" + o.Source + ":" + o.ExternalID, "payment_intent:" + o.PaymentIntentID}
 }
 
+// refundedSQL is the amount refunded of the payment whose id is the
+// expression pi: over its charges (or adjustments), the sum of the largest
+// amount recorded for each. 0 when none is, or pi is ”.
+func refundedSQL(pi string) string {
+	return `coalesce((SELECT sum(c.m) FROM (SELECT max(amount_refunded) AS m FROM refunds
+    WHERE payment_intent_id = ` + pi + ` GROUP BY charge_id) AS c), 0)::bigint`
+}
+
 // insertSQL inserts an order from the arguments of orderArgs, unless the
 // event already made one (a copy of the event, another hook's, a replay
 // past emptied claims). An order paid for a payment intent that was
-// already refunded starts refunded: the refund event may arrive before the
-// order's own event.
-const insertSQL = `
+// already refunded starts with its refunds, partially_refunded or
+// refunded: the refund event may arrive before the order's own event.
+var insertSQL = `
 INSERT INTO orders (source, provider_event_id, external_id, payment_intent_id, status,
-                    amount_cents, currency, customer_email, plan, effective_at, effective_rank)
+                    amount_cents, currency, customer_email, plan, effective_at, effective_rank,
+                    account_id, amount_refunded_cents)
 SELECT $1, $2, $3, NULLIF($4, ''),
-       CASE WHEN $5 = 'paid' AND $4 <> ''
-                 AND EXISTS (SELECT 1 FROM refunds WHERE payment_intent_id = $4)
-            THEN 'refunded' ELSE $5 END,
-       $6, $7, NULLIF($8, ''), NULLIF($9, ''), $10::timestamptz, $11::smallint
+       CASE WHEN $5 = 'paid' AND r.total >= $6::bigint AND r.total > 0 THEN 'refunded'
+            WHEN $5 = 'paid' AND r.total > 0 THEN 'partially_refunded'
+            ELSE $5 END,
+       $6::bigint, $7, NULLIF($8, ''), NULLIF($9, ''), $10::timestamptz, $11::smallint, NULLIF($12, ''),
+       CASE WHEN $5 = 'paid' THEN r.total ELSE 0 END
+FROM (SELECT ` + refundedSQL("NULLIF($4, '')") + ` AS total) AS r
 WHERE receiver_claimed() AND NOT EXISTS (SELECT 1 FROM orders WHERE provider_event_id = $2)
 `
 
 func orderArgs(o Order, pos Position) []any {
 	at, rank := pos.args()
 	return []any{o.Source, o.ProviderEventID, o.ExternalID, o.PaymentIntentID, o.Status,
-		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank}
+		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank, o.AccountID}
 }
 
 // Create inserts o, with pos as its last event, unless an order already
@@ -139,9 +177,11 @@ func Create(q Queue, o Order, pos Position) {
 // that normally creates the order, or a purchase after a cancellation).
 // With a position, an order whose last event is newer is left alone.
 func Upsert(q Queue, o Order, pos Position, from ...string) {
-	const sql = insertSQL + `
+	sql := insertSQL + `
 ON CONFLICT (source, external_id) DO UPDATE
     SET status = EXCLUDED.status,
+        amount_refunded_cents = greatest(orders.amount_refunded_cents, EXCLUDED.amount_refunded_cents),
+        account_id = coalesce(orders.account_id, EXCLUDED.account_id),
         amount_cents = EXCLUDED.amount_cents,
         currency = EXCLUDED.currency,
         plan = coalesce(EXCLUDED.plan, orders.plan),
@@ -150,7 +190,7 @@ ON CONFLICT (source, external_id) DO UPDATE
         effective_at = coalesce(EXCLUDED.effective_at, orders.effective_at),
         effective_rank = coalesce(EXCLUDED.effective_rank, orders.effective_rank),
         updated_at = now()
-    WHERE orders.status = ANY ($12) AND `
+    WHERE orders.status = ANY ($13) AND `
 	lock(q, o.lockKeys()...)
 	q.Exec(sql+notOlder("$10", "$11"), append(orderArgs(o, pos), from)...)
 }
@@ -180,24 +220,35 @@ WHERE receiver_claimed() AND source = $1 AND external_id = $2 AND status <> 'can
 }
 
 // Refund is a refund seen for a payment intent (Stripe) or transaction
-// (Paddle).
+// (Paddle): the amount refunded of one charge or adjustment.
 type Refund struct {
 	ProviderEventID string
-	PaymentIntentID string
-	ChargeID        string
-	AmountRefunded  int64
-	Currency        string
+	PaymentIntentID string // or Paddle's transaction id
+	ChargeID        string // the charge (ch_…) or the adjustment (adj_…)
+	// AmountRefunded is Stripe's cumulative amount_refunded of the charge,
+	// or the adjustment's total: the largest recorded for a charge counts.
+	AmountRefunded int64
+	Currency       string
 }
 
-// ApplyRefund records the refund once per event and moves the paid orders
-// of its payment intent to refunded.
+// ApplyRefund records the refund, once per event, and gives the orders of
+// its payment intent what their refunds now add up to when that is more
+// than they had: partially_refunded below their amount, refunded at it.
+// Only an order whose payment stands (Sold, or refunded) is moved.
 func ApplyRefund(q Queue, r Refund) {
 	lock(q, "payment_intent:"+r.PaymentIntentID)
 	q.Exec(`
 INSERT INTO refunds (provider_event_id, payment_intent_id, charge_id, amount_refunded, currency)
 SELECT $1, $2, $3, $4, $5 WHERE receiver_claimed() ON CONFLICT DO NOTHING`,
 		r.ProviderEventID, r.PaymentIntentID, r.ChargeID, r.AmountRefunded, r.Currency)
-	q.Exec(`UPDATE orders SET status = 'refunded', updated_at = now() WHERE receiver_claimed() AND payment_intent_id = $1 AND status = 'paid'`,
+	q.Exec(`
+UPDATE orders o
+SET amount_refunded_cents = t.total,
+    status = CASE WHEN t.total >= o.amount_cents THEN 'refunded' ELSE 'partially_refunded' END,
+    updated_at = now()
+FROM (SELECT `+refundedSQL("$1")+` AS total) AS t
+WHERE receiver_claimed() AND o.payment_intent_id = $1
+  AND o.status IN ('paid', 'partially_refunded', 'refunded') AND t.total > o.amount_refunded_cents`,
 		r.PaymentIntentID)
 }
 
@@ -208,7 +259,8 @@ const mine = `xmin = pg_current_xact_id()::xid`
 const orderJSON = `jsonb_build_object('id', o.id, 'source', o.source, 'provider_event_id', o.provider_event_id,
     'external_id', o.external_id, 'payment_intent_id', coalesce(o.payment_intent_id, ''), 'status', o.status,
     'amount_cents', o.amount_cents, 'currency', o.currency, 'customer_email', coalesce(o.customer_email, ''),
-    'plan', coalesce(o.plan, ''))`
+    'plan', coalesce(o.plan, ''), 'account_id', coalesce(o.account_id, ''),
+    'amount_refunded_cents', o.amount_refunded_cents)`
 
 // Changed is a step condition (webhooks.Plan.StepIf): it holds when this
 // transaction wrote the order with the business key and left it in one of
@@ -221,9 +273,18 @@ WHERE o.source = $1 AND o.external_id = $2 AND o.status = ANY ($3) AND o.` + min
 }
 
 // RefundRecorded is a step condition: it holds when this transaction
-// recorded the refund of the event.
+// recorded the event's refund and no other event had recorded the same
+// refund (the same charge or adjustment and amount): one refund email per
+// refund, none for another event that carries a refund already known (a
+// second adjustment event of an approved refund). It puts the payment's
+// order, when there is one, in the step's payload as "order".
 func RefundRecorded(providerEventID string) (string, []any) {
-	return `SELECT NULL::jsonb FROM refunds r WHERE r.provider_event_id = $1 AND r.` + mine,
+	return `SELECT (SELECT jsonb_build_object('order', ` + orderJSON + `) FROM orders o
+        WHERE o.payment_intent_id = r.payment_intent_id ORDER BY o.id LIMIT 1)
+FROM refunds r
+WHERE r.provider_event_id = $1 AND r.` + mine + `
+  AND NOT EXISTS (SELECT 1 FROM refunds x WHERE x.payment_intent_id = r.payment_intent_id
+      AND x.charge_id = r.charge_id AND x.amount_refunded = r.amount_refunded AND x.provider_event_id <> r.provider_event_id)`,
 		[]any{providerEventID}
 }
 
@@ -233,12 +294,13 @@ type Reader interface {
 }
 
 const orderColumns = `id, source, provider_event_id, external_id, coalesce(payment_intent_id, ''),
-	status, amount_cents, currency, coalesce(customer_email, ''), coalesce(plan, '')`
+	status, amount_cents, currency, coalesce(customer_email, ''), coalesce(plan, ''), coalesce(account_id, ''),
+	amount_refunded_cents`
 
 func scanOrder(row pgx.Row) (Order, error) {
 	var o Order
 	err := row.Scan(&o.ID, &o.Source, &o.ProviderEventID, &o.ExternalID, &o.PaymentIntentID,
-		&o.Status, &o.AmountCents, &o.Currency, &o.CustomerEmail, &o.Plan)
+		&o.Status, &o.AmountCents, &o.Currency, &o.CustomerEmail, &o.Plan, &o.AccountID, &o.AmountRefundedCents)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Order{}, ErrNotFound
 	}

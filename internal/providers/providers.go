@@ -8,6 +8,7 @@
 package providers
 
 import (
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
@@ -32,7 +33,7 @@ func List() []Provider {
 	return []Provider{
 		{stripe.Spec, &stripe.Reconciler},
 		{github.Spec, &github.Reconciler},
-		{paddle.Spec, nil},
+		{paddle.Spec, &paddle.Reconciler},
 	}
 }
 
@@ -68,10 +69,14 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 	var client *fulfillment.Client
 	if cfg.FulfillmentURL != "" {
 		client = fulfillment.New(cfg.FulfillmentURL)
+		client.Key = cfg.FulfillmentKey
 	}
 	return webhooks.StepKinds{
 		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain()},
 		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
+		// Operator alerts (internal/alerts): email goes through the same sender.
+		alerts.KindWebhook: alerts.WebhookKind{URL: cfg.AlertWebhookURL},
+		alerts.KindEmail:   alerts.EmailKind{Sender: sender, From: cfg.MailFrom, To: cfg.AlertEmail, Domain: cfg.MailDomain()},
 	}
 }
 

@@ -34,6 +34,11 @@ import (
 // NotifyEmail is the test receiver's NOTIFY_EMAIL.
 const NotifyEmail = "owner@example.com"
 
+// FulfillmentSecret is the test receiver's FULFILLMENT_SECRET (the key
+// "receivertest fulfillment key 32b"): its fulfillment API verifies every
+// call's signature with it (fulfillmenttest.Server.RequireSignature).
+const FulfillmentSecret = "whsec_cmVjZWl2ZXJ0ZXN0IGZ1bGZpbGxtZW50IGtleSAzMmI="
+
 // Secret is the secret the test receiver verifies spec's deliveries with
 // (the first of its list), long enough for any provider's WarnLen.
 func Secret(spec webhooks.Spec) string {
@@ -96,8 +101,13 @@ func New(tb testing.TB, opts ...Option) *Receiver {
 		"REDRIVE_INTERVAL": "1s",
 		"DB_MAX_CONNS":     "20",
 	}}
+	s.env["FULFILLMENT_SECRET"] = FulfillmentSecret
 	for _, o := range opts {
 		o(&s)
+	}
+	// Every fulfillment call must be signed, or the API refuses it 401.
+	if secret := s.env["FULFILLMENT_SECRET"]; secret != "" {
+		api.RequireSignature(tb, secret)
 	}
 	for _, spec := range s.specs {
 		if _, set := s.env[spec.Secret.Name]; !set {
@@ -163,11 +173,32 @@ func (r *Receiver) Post(tb testing.TB, path string, header http.Header, body []b
 
 // Signed is the headers of a delivery of body to spec's route, signed now
 // with the test secret as the sender signs it, with extra headers added
-// (GitHub's event and delivery headers).
+// (GitHub's event and delivery headers). A sender that signs its own id of
+// the delivery (Standard Webhooks' webhook-id) signs the one made from the
+// body (webhooks.SignInput.MessageID): the same body, the same delivery.
 func Signed(spec webhooks.Spec, body []byte, extra http.Header) http.Header {
-	h := spec.Sign(body, Secret(spec), time.Now())
+	return With(Sign(spec, webhooks.SignInput{Body: body, Secret: Secret(spec), At: time.Now()}), extra)
+}
+
+// Sign is spec.Sign(in) with every header name made canonical
+// (http.CanonicalHeaderKey), so that http.Header's methods find them. The
+// conformance suite checks that Sign needs none of this.
+func Sign(spec webhooks.Spec, in webhooks.SignInput) http.Header {
+	h := spec.Sign(in)
+	for k, v := range h {
+		if ck := http.CanonicalHeaderKey(k); ck != k {
+			delete(h, k)
+			h[ck] = v
+		}
+	}
+	return h
+}
+
+// With adds the headers of extra to h, under canonical names, replacing
+// h's values of the same names, and returns h.
+func With(h, extra http.Header) http.Header {
 	for k, v := range extra {
-		h[k] = v
+		h[http.CanonicalHeaderKey(k)] = v
 	}
 	return h
 }

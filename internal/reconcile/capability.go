@@ -26,7 +26,8 @@ type Reconciler struct {
 	// Unconfigured says which of the provider's variables it lacks (its API
 	// key), or "" when it can run. env reads the provider's variables.
 	Unconfigured func(env func(string) string) string
-	// New builds it.
+	// New builds it. Its API client should be NewClient's, and each run
+	// bounded by Bound (see the package's documentation).
 	New func(Env) (Instance, error)
 }
 

@@ -2,8 +2,8 @@ package reconcile
 
 import "time"
 
-// Cursor is where a Stripe listing stopped: the last event reconciled. An
-// empty ID means "every event created before Created was reconciled" (a
+// Cursor is where a listing of events (Stripe's, Paddle's) stopped: the
+// last event reconciled. An empty ID means "every event created before Created was reconciled" (a
 // run that found nothing leaves such a cursor at the start of its window).
 type Cursor struct {
 	ID      string    `json:"id,omitempty"`

@@ -15,6 +15,18 @@
 // reconcile_cursors (Cursor). Runner runs the providers' periodic jobs
 // (RECONCILE_INTERVAL), one replica at a time.
 //
+// Every run is bounded, whatever its provider's API answers (bounds.go): a
+// run starts with Bound, which ends it after Limits.Timeout; its API
+// client is NewClient's, which talks to the API's origin only (never
+// following a redirect elsewhere with its credential), counts the run's
+// requests and bounds each response; each listing follows its pages with
+// Pages (a repeated cursor, or has_more after a page with nothing new,
+// stops the run), and a listing held whole is bounded by Hold. A run a
+// bound stops ends with an error wrapping ErrStopped that names the bound
+// (Cause): recorded, printed and exiting non-zero like any failed run, its
+// lock released. The base URL of every provider's API is checked at
+// start-up by CheckAPIBase: https://, or http:// to a loopback host.
+//
 // The package consumes the core through two small interfaces, Processor
 // and Claims, so that it does not depend on how the processor is built.
 package reconcile

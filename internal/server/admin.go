@@ -31,10 +31,12 @@ func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
 		Providers:  provs,
 		Specs:      s.cfg.Specs(),
 		Lease:      s.cfg.LeaseDuration,
-		MailDomain: s.cfg.MailDomain(),
+		Kinds:      s.proc.Kinds(),
 		Gatherer:   s.registry,
 		Reconciler: rec,
 		Log:        s.log,
+		// The operator alerts' channels, which the overview names.
+		AlertChannels: alertChannels(s.cfg.AlertWebhookURL, s.cfg.AlertEmail),
 		// Who may reach it, and how its sign-in is guarded.
 		Addr:           s.cfg.AdminAddr,
 		Hosts:          s.cfg.AdminHosts,

@@ -52,7 +52,22 @@ func (s *Server) router() *echo.Echo {
 		e.GET("/metrics", echo.WrapHandler(s.metricsHandler()))
 	}
 
-	h := webhooks.NewHandler(s.proc, s.metrics, s.log, s.cfg.MaxBodyBytes, s.cfg.MaxInflight)
+	h := webhooks.NewHandler(s.proc, s.metrics, s.log, webhooks.Limits{
+		MaxBody:         s.cfg.MaxBodyBytes,
+		MaxInflight:     s.cfg.MaxInflight,
+		UnverifiedBytes: s.cfg.UnverifiedBodyBytes,
+		BodyTimeout:     s.cfg.BodyTimeout,
+		// The same client address as the request log's remote.
+		ClientAddr: ipExtractor(s.cfg.TrustedProxies),
+	})
+	adm := h.Admission()
+	s.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "webhook_unverified_body_bytes",
+		Help: "Bytes held by webhook bodies whose signature has not been verified yet (at most UNVERIFIED_BODY_BYTES).",
+	}, func() float64 {
+		n, _ := adm.Used()
+		return float64(n)
+	}))
 	for _, p := range s.providers {
 		if !p.on {
 			s.log.Warn("webhook route not mounted: its secret is not set", "route", p.spec.Route(), "variable", p.spec.Secret.Name)

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -56,6 +57,14 @@ type Server struct {
 	// /webhooks/ names.
 	webhookRoutes []string
 }
+
+// headerTimeout is how long a request's headers may take to arrive on
+// HTTP_ADDR, and maxHeaderBytes how large they may be (a delivery's are a
+// kilobyte or two; 64 KiB leaves room for a proxy's additions).
+const (
+	headerTimeout  = 5 * time.Second
+	maxHeaderBytes = 64 << 10
+)
 
 // sideServer is a listener of its own beside HTTP_ADDR.
 type sideServer struct {
@@ -137,6 +146,17 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
+	if cfg.FulfillmentURL != "" && cfg.FulfillmentKey == nil {
+		log.Warn("fulfillment calls are unsigned: set FULFILLMENT_SECRET so that the fulfillment API can tell the receiver's calls from anybody's",
+			"variable", "FULFILLMENT_SECRET")
+	}
+	for _, spec := range cfg.Specs() {
+		if spec.Warnings != nil {
+			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {
+				log.Warn(w, "provider", spec.Source)
+			}
+		}
+	}
 	// Over the session URL: golang-migrate's lock is a session lock.
 	if err := db.Migrate(cfg.SessionURL()); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
@@ -160,16 +180,19 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 
 	s.echo = s.router()
 	s.http = &http.Server{
-		Addr:              cfg.HTTPAddr,
-		Handler:           s.traced(s.echo),
-		ReadHeaderTimeout: 5 * time.Second,
-		// A webhook body is at most MAX_BODY_BYTES; a sender slower than
-		// this is cut off rather than holding a connection.
-		ReadTimeout: 15 * time.Second,
+		Addr:    cfg.HTTPAddr,
+		Handler: s.traced(s.echo),
+		// Until its headers are in, a request is a connection that costs
+		// a goroutine, buffers and up to MaxHeaderBytes, for nothing yet.
+		ReadHeaderTimeout: headerTimeout,
+		// The webhook routes hold a body to BODY_TIMEOUT after its
+		// headers themselves (webhooks.Limits); this is the backstop for
+		// every route.
+		ReadTimeout: headerTimeout + cfg.BodyTimeout,
 		// Long enough for a delivery's whole processing.
 		WriteTimeout:   s.proc.DeliveryTimeout() + 15*time.Second,
 		IdleTimeout:    60 * time.Second,
-		MaxHeaderBytes: 64 << 10,
+		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if cfg.MetricsAddr != "" {
@@ -178,6 +201,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	s.setupAlerts()
 	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
 		pool.Close()
 		return nil, err
@@ -220,6 +244,9 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 // Processor is the receiver's processor, for tests.
 func (s *Server) Processor() *webhooks.Processor { return s.proc }
 
+// Metrics are the receiver's delivery and step series, for tests.
+func (s *Server) Metrics() *webhooks.Metrics { return s.metrics }
+
 // Addrs are the addresses the server listens on, once it does.
 type Addrs struct {
 	HTTP net.Addr
@@ -231,10 +258,18 @@ type Addrs struct {
 // redriver and closes the pool. ready, if not nil, receives the listening
 // addresses once the server accepts connections.
 func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	tcp, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
+	ln := limitConns(tcp, s.cfg.MaxConnections, s.registry)
+	bound := s.cfg.MemoryBound()
+	if !s.cfg.MemoryLimitSet {
+		debug.SetMemoryLimit(bound)
+	}
+	s.log.Info("memory bound", "bytes", bound, "strangers_bytes", s.cfg.StrangerMemoryBound(), "soft_limit", !s.cfg.MemoryLimitSet,
+		"formula", fmt.Sprintf("%d MiB + UNVERIFIED_BODY_BYTES + MAX_INFLIGHT × %d × MAX_BODY_BYTES + MAX_CONNECTIONS × %d KiB",
+			config.BaseMemory>>20, config.DeliveryBodies, config.ConnectionMemory>>10))
 	addrs := Addrs{HTTP: ln.Addr(), Side: map[string]net.Addr{}}
 	var sideLns []net.Listener
 	for _, side := range s.side {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/paywebhooks/receiver/internal/telemetry"
 )
 
 // This file holds the claim SQL: the event's claim, the step leases and
@@ -151,6 +153,9 @@ var claimsOrder = `
 ORDER BY event_key
 LIMIT ` + strconv.Itoa(MaxSteps+1)
 
+// holderSQL finds the event whose body hash is $1 (unique, indexed).
+const holderSQL = `SELECT event_key FROM processed_events WHERE body_hash = $1 AND kind = 'event'`
+
 // eventClaims are an event's own claim and its steps' claims.
 type eventClaims struct {
 	Status ClaimStatus // the event's own claim; "" when it has none
@@ -253,44 +258,80 @@ func takeStep(ctx context.Context, q Querier, key string, lease time.Duration) (
 	return scanTake(q.QueryRow(ctx, takeSQL, key, lease.Milliseconds()), key)
 }
 
-// completeStep marks the step done, if the claim is still ours.
-func completeStep(ctx context.Context, q Querier, ls leasedStep) error {
-	return finishStep(ctx, q, ls, StatusDone, "")
+// completeStep marks the step done, if the claim is still ours, and
+// records the attempt.
+func completeStep(ctx context.Context, q Querier, ls leasedStep, at attempt) error {
+	return finishStep(ctx, q, ls, StatusDone, "", at)
 }
 
 // skipStep records that the step cannot run (why), if the claim is still
-// ours. A skipped step is final until an operator replays it.
-func skipStep(ctx context.Context, q Querier, ls leasedStep, why string) error {
-	return finishStep(ctx, q, ls, StatusSkipped, why)
+// ours, and the attempt. A skipped step is final until an operator replays
+// it.
+func skipStep(ctx context.Context, q Querier, ls leasedStep, why string, at attempt) error {
+	return finishStep(ctx, q, ls, StatusSkipped, why, at)
 }
 
-func finishStep(ctx context.Context, q Querier, ls leasedStep, status ClaimStatus, why string) error {
-	tag, err := q.Exec(ctx, `
-UPDATE processed_events
-SET status = $3, completed_at = now(), last_error = NULLIF($4, ''), next_attempt_at = NULL
-WHERE event_key = $1 AND claim_token = $2 AND status = 'in_progress'`, ls.Key, ls.Token, string(status), why)
-	if err != nil {
+// finishSQL moves a step held under claim_token $2 to done or skipped and,
+// in the same statement, records the attempt: with the outcome of the move
+// when it matched, as lease_lost when the claim was no longer ours.
+const finishSQL = `
+WITH moved AS (
+    UPDATE processed_events
+    SET status = $3, completed_at = now(), last_error = NULLIF($4, ''), next_attempt_at = NULL
+    WHERE event_key = $1 AND claim_token = $2 AND status = 'in_progress'
+    RETURNING status
+), recorded AS (
+    INSERT INTO step_attempts (step_key, attempt, claim_attempt, started_at, duration_ms, outcome,
+                               error_class, error, status_code, runner)
+    VALUES ($1, $2, $5::int, $6::timestamptz, $7::float8, coalesce((SELECT status FROM moved), 'lease_lost'),
+            NULLIF($8::text, ''), NULLIF($9::text, ''), NULLIF($10::int, 0), NULLIF($11::text, ''))
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*) FROM moved`
+
+func finishStep(ctx context.Context, q Querier, ls leasedStep, status ClaimStatus, why string, at attempt) error {
+	args := append([]any{ls.Key, ls.Token, string(status), why}, at.args(ls, why, nil)...)
+	var moved int
+	if err := q.QueryRow(ctx, finishSQL, args...).Scan(&moved); err != nil {
 		return dbError("record step "+ls.Key+" "+string(status), err)
 	}
-	if tag.RowsAffected() != 1 {
+	if moved != 1 {
 		return errLeaseLost
 	}
 	return nil
 }
 
+// releaseSQL gives a step's lease back (or parks it) and, in the same
+// statement, records the failed attempt: failed or parked as the step was
+// left, lease_lost when the claim was no longer ours.
+const releaseSQL = `
+WITH moved AS (
+    UPDATE processed_events
+    SET claimed_at = '-infinity', last_error = $3,
+        next_attempt_at = now() + $4 * interval '1 millisecond',
+        status = CASE WHEN $6 OR attempts >= $5 THEN 'parked' ELSE 'in_progress' END
+    WHERE event_key = $1 AND claim_token = $2 AND status = 'in_progress'
+    RETURNING status
+), recorded AS (
+    INSERT INTO step_attempts (step_key, attempt, claim_attempt, started_at, duration_ms, outcome,
+                               error_class, error, status_code, runner)
+    VALUES ($1, $2, $7::int, $8::timestamptz, $9::float8,
+            coalesce((SELECT CASE status WHEN 'parked' THEN 'parked' ELSE 'failed' END FROM moved), 'lease_lost'),
+            NULLIF($10::text, ''), NULLIF($11::text, ''), NULLIF($12::int, 0), NULLIF($13::text, ''))
+    ON CONFLICT DO NOTHING
+)
+SELECT status FROM moved`
+
 // releaseStep gives the lease back after a failed attempt, so that the next
 // retry need not wait for the lease to run out; the redriver waits until
 // next_attempt_at. With park set, or once maxAttempts are spent, the step is
-// parked for an operator instead. It returns the status the step was left in.
-func releaseStep(ctx context.Context, q Querier, ls leasedStep, cause error, backoff time.Duration, maxAttempts int, park bool) (ClaimStatus, error) {
+// parked for an operator instead. The attempt is recorded by the same
+// statement. It returns the status the step was left in.
+func releaseStep(ctx context.Context, q Querier, ls leasedStep, cause error, backoff time.Duration, maxAttempts int, park bool, at attempt) (ClaimStatus, error) {
 	var status ClaimStatus
-	err := q.QueryRow(ctx, `
-UPDATE processed_events
-SET claimed_at = '-infinity', last_error = $3,
-    next_attempt_at = now() + $4 * interval '1 millisecond',
-    status = CASE WHEN $6 OR attempts >= $5 THEN 'parked' ELSE 'in_progress' END
-WHERE event_key = $1 AND claim_token = $2 AND status = 'in_progress'
-RETURNING status`, ls.Key, ls.Token, cause.Error(), backoff.Milliseconds(), maxAttempts, park).Scan(&status)
+	args := append([]any{ls.Key, ls.Token, cause.Error(), backoff.Milliseconds(), maxAttempts, park},
+		at.args(ls, "", cause)...)
+	err := q.QueryRow(ctx, releaseSQL, args...).Scan(&status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", errLeaseLost
 	}
@@ -298,6 +339,30 @@ RETURNING status`, ls.Key, ls.Token, cause.Error(), backoff.Milliseconds(), maxA
 		return "", dbError("release step "+ls.Key, err)
 	}
 	return status, nil
+}
+
+// attempt is one attempt of a step, as step_attempts records it with the
+// statement that completes or gives back the step's lease.
+type attempt struct {
+	start  time.Time
+	runner string // "redriver", "operator", "replay"; "": the delivery that planned the step
+}
+
+// MaxAttemptError bounds the error text an attempt's record keeps.
+const MaxAttemptError = 300
+
+// args are the attempt's columns after the step's own parameters: the
+// claim's attempt count, start, duration, and for a failure its class,
+// its text (email addresses redacted, at most MaxAttemptError characters)
+// and the answer's status where the error gives one (StatusCode). why is
+// a skip's reason.
+func (a attempt) args(ls leasedStep, why string, cause error) []any {
+	text, class, status := why, "", 0
+	if cause != nil {
+		text, class, status = cause.Error(), telemetry.ErrorClass(cause), StatusCode(cause)
+	}
+	return []any{ls.Attempts, a.start, float64(time.Since(a.start)) / float64(time.Millisecond),
+		class, Redact(text, MaxAttemptError), status, a.runner}
 }
 
 // reopenSteps gives back, for a replay, the steps of an event with the

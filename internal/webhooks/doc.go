@@ -5,24 +5,34 @@
 //
 // A delivery reaches Handler.Route, the handler of one provider's route
 // (POST /webhooks/<source>, one per Spec of internal/providers). Before
-// reading anything it refuses what cannot be a delivery: beyond
-// MAX_INFLIGHT deliveries at once, 503 with Retry-After; without any of the
+// reading anything it refuses what cannot be a delivery: without any of the
 // provider's signature headers, 400 (the body is never read); a declared
-// length over MAX_BODY_BYTES, 413. Then the raw body is read once and given
-// to the Provider's Verify, which checks the signature (and, where the
-// sender signs one, the timestamp) and returns an Event keyed on the
-// event's identity: the Stripe event id, GitHub's hook id with the
-// delivery GUID, Paddle's event id. What no sender signed is read, never
-// trusted: GitHub's GUID is bound to the signed body by a hash that is
-// unique among stored events, the event type must agree with the body, and
-// metrics label only values from closed sets. A request that fails any of
-// this is answered 400 and nothing is written.
+// length over MAX_BODY_BYTES, 413. Until its signature is verified, a
+// request is an anonymous stranger's, and costs what Admission lets it:
+// its body must arrive within BODY_TIMEOUT of its headers (else 408), and
+// is read once, into buffers paid for from a budget that unverified bodies
+// share fairly by client address, as its bytes arrive (an address beyond
+// its share of a full budget is answered 503 without the rest being read).
+// The raw body is then given to the Provider's Verify, which checks the
+// signature (and, where the sender signs one, the timestamp) and returns
+// an Event keyed on the event's identity: the Stripe event id, GitHub's
+// hook id and delivery GUID followed by a hash of the body, Paddle's event
+// id. Only a verified
+// delivery takes one of the MAX_INFLIGHT slots (beyond them, 503 with
+// Retry-After), so that no stranger can keep a sender out. What no sender
+// signed is read, never trusted: a GitHub delivery is known by the hash of
+// its signed payload (Event.BodyHash), unique among stored events, so that
+// no header makes a body new and no body takes the key of another; the
+// event type must agree with the body; and metrics label only values from
+// closed sets. A request
+// that fails any of this is answered 400 and nothing is written.
 //
 // The Processor then runs the single-transaction pattern, on a context the
 // sender cannot cancel by hanging up. The provider's Plan queues the
-// event's database writes and its steps on a Plan, doing no I/O, and the
-// processor sends all of it to PostgreSQL in one round trip, as one
-// implicit transaction:
+// event's database writes and its steps on a Plan, doing no I/O (a body
+// whose JSON repeats a member name is not planned at all: it is parked
+// with its claim, see RepeatedName), and the processor sends all of it to
+// PostgreSQL in one round trip, as one implicit transaction:
 //
 //   - the claim, INSERT INTO processed_events … ON CONFLICT DO NOTHING
 //     RETURNING, whose row carries the event's raw body and metadata; when
@@ -40,7 +50,10 @@
 //
 // All of it commits, or none of it: a crash before the commit leaves no
 // key, and the next retry claims cleanly. A copy is known from its claim's
-// answer; nothing in its transaction fails or writes.
+// answer; nothing in its transaction fails or writes. A copy under another
+// key (a GitHub body sent again with another GUID or hook id) finds no
+// claim of its own and is answered as a copy of the event that holds its
+// body hash.
 //
 // After the commit, with no transaction open and no connection held, the
 // processor runs each step (an email, the fulfillment call: a StepKind
@@ -73,6 +86,10 @@
 //     answered 4xx, the mail server refused the recipient with a 5xx) or
 //     the attempts ran out (MAX_STEP_ATTEMPTS). An operator replays it;
 //     nothing else moves it.
+//   - resolved: an operator closed a parked step (and its event's own claim)
+//     that no replay can fix, with a reason kept on the event's row
+//     (internal/ops). Final like done; only a replay asked for by the
+//     event's key parks it again, to run it.
 //
 // Transitions and who may make them: the event's transaction creates the
 // step in_progress, held by itself (or skipped). The holder moves it to
@@ -84,6 +101,18 @@
 // the take is compare-and-set on claim_token, a slow worker whose lease was
 // taken cannot mark the new holder's work done, and a take cannot overwrite
 // a completion.
+//
+// Every attempt is recorded in step_attempts by the same statement that
+// moves the claim (a data-modifying CTE): its start, duration, outcome (done,
+// failed, parked, skipped, or lease_lost when the compare-and-set found the
+// claim taken), the error's class and redacted text, and the status the
+// other side answered (an error's StatusCode method). It is numbered by the
+// lease token it held, which every take bumps and nothing resets.
+//
+// A step may also belong to no event (RunStandalone: an operator alert): a
+// claim row of kind 'step' with no parent, keyed by what makes its work one,
+// claimed by whoever inserts it first, and finished by the redriver like
+// any other.
 //
 // Every call that leaves the database is bounded by the step timeout
 // (STEP_TIMEOUT, by default a quarter of the lease) and its result by

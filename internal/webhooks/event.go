@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"bytes"
 	"encoding/json/jsontext"
 	jsonv2 "encoding/json/v2"
 	"errors"
@@ -15,7 +16,7 @@ import (
 // and SecretIndex is stored.
 type Event struct {
 	Source     string // the provider's Spec.Source
-	Key        string // dedupe key: the Stripe event id, GitHub "<hook id>:<delivery GUID>", …
+	Key        string // dedupe key: the Stripe event id, GitHub "<hook id>:<delivery GUID>:<body hash>", …
 	ID         string // the provider's event id as sent: Stripe evt_…, GitHub delivery GUID
 	Type       string // "checkout.session.completed", "marketplace_purchase", …
 	APIVersion string // the event's API version, for providers that have one
@@ -23,7 +24,8 @@ type Event struct {
 	// BodyHash, when set, is unique among stored events: a provider whose
 	// deliveries carry an unsigned identity (GitHub's GUID) sets it from
 	// what is signed, so that a signed body replayed under a new identity
-	// is recognised as a copy.
+	// is recognised as a copy, and puts part of it in Key, so that no body
+	// takes the key of another.
 	BodyHash []byte
 	Via      Via
 
@@ -98,6 +100,32 @@ func Unprocessable(format string, args ...any) error {
 type RejectError struct {
 	Reason string
 	Err    error
+	// Timestamp is, for a signature that matches no configured secret,
+	// what the timestamp the request claims to sign says: within the
+	// provider's tolerance (a sender signing with a secret this receiver
+	// does not hold, or someone who forges requests with the clock's
+	// time) or not; "" for a sender that signs no timestamp.
+	Timestamp SignedTimestamp
+}
+
+// SignedTimestamp is how fresh the timestamp of a request whose signature
+// matched no secret was.
+type SignedTimestamp string
+
+const (
+	SignedFresh SignedTimestamp = "fresh" // within the provider's tolerance
+	SignedStale SignedTimestamp = "stale" // outside it: an old request replayed, or a skewed clock
+)
+
+// ReasonNoValidSignature is the rejection of a request signed, but with no
+// signature any configured secret makes.
+const ReasonNoValidSignature = "no_valid_signature"
+
+// RejectSignature is a *RejectError for a signature that matches no
+// configured secret, with the freshness of the timestamp it claims to sign
+// ("" for a sender that signs none).
+func RejectSignature(t SignedTimestamp, err error) error {
+	return &RejectError{Reason: ReasonNoValidSignature, Err: err, Timestamp: t}
 }
 
 func (e *RejectError) Error() string {
@@ -131,6 +159,9 @@ func Quote(s string, max int) string {
 // decode of a 5.9 KB invoice.paid (21 µs against 10). A name that does
 // repeat is decoded again over what came before: a scalar reads as its
 // last value, as PostgreSQL's jsonb reads it; an object's members merge.
+// So the processor parks an event whose body repeats a name before its
+// provider plans it (RepeatedName): what Verify reads of such a body (its
+// id, its type) only names the event, and nothing acts on it.
 func UnmarshalSigned(b []byte, v any) error {
 	return jsonv2.Unmarshal(b, v, signedBody)
 }
@@ -141,6 +172,37 @@ func UnmarshalSigned(b []byte, v any) error {
 func ValidSigned(b []byte) bool { return jsontext.Value(b).IsValid(signedBody) }
 
 var signedBody = jsontext.AllowDuplicateNames(true)
+
+// ErrRepeatedName marks a verified body whose JSON repeats a member name
+// in one object. Such a body is kept and parked for an operator, never
+// acted on: UnmarshalSigned would merge the two (the email of one "data"
+// with the amount of the other), and nobody can say which the sender meant.
+var ErrRepeatedName = errors.New("repeated member name")
+
+// RepeatedName returns an error wrapping ErrRepeatedName that names the
+// first member name body repeats, and where; nil when no object of body
+// repeats a name, or when body is no JSON at all (which the provider's
+// Verify and Plan judge). The processor asks it of every event before its
+// Plan (not of a copy it already knows from a lookup): one pass of json/v2's
+// validator, which tracks every name of every object, and a second pass, to
+// say which name, only when the first fails.
+func RepeatedName(body []byte) error {
+	if jsontext.Value(body).IsValid() {
+		return nil
+	}
+	d := jsontext.NewDecoder(bytes.NewReader(body), jsontext.AllowInvalidUTF8(true))
+	_, err := d.ReadValue()
+	var serr *jsontext.SyntacticError
+	if !errors.As(err, &serr) || !errors.Is(serr.Err, jsontext.ErrDuplicateName) {
+		return nil
+	}
+	where := serr.JSONPointer.Parent()
+	if where == "" {
+		where = "/"
+	}
+	return fmt.Errorf("%w %s in the object at %s: the event is not acted on", ErrRepeatedName,
+		Quote(serr.JSONPointer.LastToken(), 64), Quote(string(where), 200))
+}
 
 // MediaType is mime.ParseMediaType's media type of a Content-Type header,
 // without its parameters, and without building their map for the forms

@@ -24,9 +24,11 @@ func TakeStep(ctx context.Context, q Querier, key string, lease time.Duration) (
 }
 
 // CompleteStep is completeStep.
-func CompleteStep(ctx context.Context, q Querier, ls Lease) error { return completeStep(ctx, q, ls) }
+func CompleteStep(ctx context.Context, q Querier, ls Lease) error {
+	return completeStep(ctx, q, ls, attempt{start: time.Now()})
+}
 
 // ReleaseStep is releaseStep.
 func ReleaseStep(ctx context.Context, q Querier, ls Lease, cause error) (ClaimStatus, error) {
-	return releaseStep(ctx, q, ls, cause, time.Second, 10, false)
+	return releaseStep(ctx, q, ls, cause, time.Second, 10, false, attempt{start: time.Now()})
 }

@@ -91,7 +91,7 @@ func newRig(t *testing.T, opts webhooks.Options) *rig {
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r.proc = webhooks.NewProcessor(r.pool, kinds(r.smtp.Addr(), r.api.URL()), metrics, log, opts)
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/test", webhooks.NewHandler(r.proc, metrics, log, 1<<20, 256).Route(testSpec, testProvider{}))
+	mux.Handle("POST /webhooks/test", webhooks.NewHandler(r.proc, metrics, log, webhooks.Limits{MaxBody: 1 << 20, MaxInflight: 256}).Route(testSpec, testProvider{}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	r.url = srv.URL + "/webhooks/test"

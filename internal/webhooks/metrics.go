@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"errors"
 	"regexp"
 	"strconv"
 
@@ -19,7 +20,12 @@ type Metrics struct {
 	RedriverRuns       *prometheus.CounterVec // result
 	APIVersionMismatch *prometheus.CounterVec // source, api_version
 	SecretMatches      *prometheus.CounterVec // source, position
-	copies             prometheus.Counter
+	// SignatureMismatches counts the rejections no_valid_signature by the
+	// freshness of the timestamp they claimed to sign (fresh, stale, or
+	// none for a sender that signs no timestamp): fresh ones are the mark
+	// of a sender signing with a secret this receiver does not hold.
+	SignatureMismatches *prometheus.CounterVec // source, timestamp
+	copies              prometheus.Counter
 }
 
 // NewMetrics registers the series with reg.
@@ -53,18 +59,33 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "webhook_secret_matches_total",
 			Help: "Verified deliveries by the position of the configured secret that matched.",
 		}, []string{"source", "position"}),
+		SignatureMismatches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "webhook_signature_mismatches_total",
+			Help: "Deliveries refused because no signature matched a configured secret, by whether the timestamp they sign was within tolerance (fresh: a sender signing with a secret this receiver lacks), outside it (stale), or not signed at all (none).",
+		}, []string{"source", "timestamp"}),
 		copies: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "webhook_signed_body_copies_total",
 			Help: "Deliveries whose signed body had been received before under another delivery id (a replay), acknowledged and not acted on.",
 		}),
 	}
 	reg.MustRegister(m.Deliveries, m.Rejections, m.Steps, m.LeaseReclaims, m.RedriverRuns,
-		m.APIVersionMismatch, m.SecretMatches, m.copies)
+		m.APIVersionMismatch, m.SecretMatches, m.SignatureMismatches, m.copies)
 	return m
 }
 
 func (m *Metrics) stepOutcome(step string, outcome StepOutcome) {
 	m.Steps.WithLabelValues(step, string(outcome)).Inc()
+}
+
+// signatureMismatch counts a no_valid_signature rejection by the freshness
+// of its timestamp (RejectError.Timestamp; "none" when it signs none).
+func (m *Metrics) signatureMismatch(source string, err error) {
+	t := "none"
+	var rej *RejectError
+	if errors.As(err, &rej) && rej.Timestamp != "" {
+		t = string(rej.Timestamp)
+	}
+	m.SignatureMismatches.WithLabelValues(source, t).Inc()
 }
 
 func (m *Metrics) secretMatched(source string, index int) {

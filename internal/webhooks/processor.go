@@ -85,6 +85,9 @@ func NewProcessor(pool *pgxpool.Pool, kinds StepKinds, metrics *Metrics, log *sl
 	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults()}
 }
 
+// Kinds returns the step kinds the processor runs.
+func (p *Processor) Kinds() StepKinds { return p.kinds }
+
 // Options returns the processor's options, defaults applied.
 func (p *Processor) Options() Options { return p.opts }
 
@@ -121,10 +124,22 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 	}
 	var plan Plan
 	status, outcome, lastError := StatusDone, OutcomeProcessed, ""
-	switch err := prov.Plan(&ev, &plan); {
+	// A body that repeats a member name is kept (its claim carries it)
+	// and parked, never planned: what it says depends on which of the two
+	// a decoder keeps.
+	err := RepeatedName(ev.Body)
+	if err == nil {
+		err = prov.Plan(&ev, &plan)
+	}
+	switch {
 	case errors.Is(err, ErrUnhandled):
+		// An error that says more than ErrUnhandled (an event the provider
+		// is configured to leave alone) is kept on the claim, for operators.
 		outcome, plan = OutcomeIgnored, Plan{}
-	case errors.Is(err, ErrUnprocessable):
+		if msg := err.Error(); msg != ErrUnhandled.Error() {
+			lastError = msg
+		}
+	case errors.Is(err, ErrUnprocessable), errors.Is(err, ErrRepeatedName):
 		status, outcome, lastError, plan = StatusParked, OutcomeParked, err.Error(), Plan{}
 	case err != nil:
 		p.log.ErrorContext(ctx, "event not planned", "error", err)
@@ -138,11 +153,14 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 		return Result{Outcome: OutcomeError, Err: err}
 	case !claimed:
 		return p.resume(ctx, ev, claims)
+	case outcome == OutcomeIgnored && lastError != "":
+		p.log.InfoContext(ctx, "event ignored; acknowledged", "reason", lastError)
+		return Result{Outcome: OutcomeIgnored}
 	case outcome == OutcomeIgnored:
 		p.log.DebugContext(ctx, "event type not handled; acknowledged")
 		return Result{Outcome: OutcomeIgnored}
 	case outcome == OutcomeParked:
-		p.log.WarnContext(ctx, "event parked: its fields cannot be read", "error", lastError)
+		p.log.WarnContext(ctx, "event parked for an operator", "error", lastError)
 		return Result{Outcome: OutcomeParked}
 	}
 	if p.afterEventCommit != nil {
@@ -275,6 +293,25 @@ func (p *Processor) readClaims(ctx context.Context, key string) (eventClaims, er
 	return claims, dbError("read claims of "+key, err)
 }
 
+// holder reads the claims of the stored event whose body hash is hash,
+// and its key: the event a copy under another delivery id copies. Status
+// is "" when there is none.
+func (p *Processor) holder(ctx context.Context, hash []byte) (string, eventClaims, error) {
+	if hash == nil {
+		return "", eventClaims{}, nil
+	}
+	var key string
+	err := p.pool.QueryRow(ctx, holderSQL, hash).Scan(&key)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", eventClaims{}, nil
+	}
+	if err != nil {
+		return "", eventClaims{}, dbError("find the event of a body hash", err)
+	}
+	claims, err := p.readClaims(ctx, key)
+	return key, claims, err
+}
+
 // resume handles an event claimed before, given its claims: it finishes
 // whatever steps are not done yet, taking each lease only if it is free or
 // has run out.
@@ -284,10 +321,21 @@ func (p *Processor) resume(ctx context.Context, ev Event, claims eventClaims) Re
 		return Result{Outcome: OutcomeParked}
 	case claims.Status == "":
 		// Not this key, but its body hash was claimed: the same signed
-		// body under another delivery id. That delivery answers for it.
-		p.log.WarnContext(ctx, "a signed body already received under another delivery id; acknowledged as a copy")
+		// body under another delivery id, a copy of the event that holds
+		// the hash, answered as that event's copies are.
 		p.metrics.copies.Inc()
-		return Result{Outcome: OutcomeDuplicate}
+		key, held, err := p.holder(ctx, ev.BodyHash)
+		switch {
+		case err != nil:
+			p.log.ErrorContext(ctx, "the event a signed body copies not read", "error", err)
+			return Result{Outcome: OutcomeError, Err: err}
+		case held.Status == "":
+			// Pruned meanwhile, or no hash: nothing is left to finish.
+			p.log.WarnContext(ctx, "a signed body already received under another delivery id; acknowledged as a copy")
+			return Result{Outcome: OutcomeDuplicate}
+		}
+		p.log.WarnContext(ctx, "a signed body already received under another delivery id; answered as a copy of it", "copy_of", key)
+		return p.resume(ctx, ev, held)
 	}
 	var open []storedStep
 	for _, ss := range claims.Steps {
@@ -403,6 +451,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	kind, known := p.kinds[ls.Kind]
 	var stepErr error
 	start := time.Now()
+	at := attempt{start: start, runner: runnerOf(ctx)}
 	switch {
 	case !known:
 		// Planned by a process that knows a kind this one does not: given
@@ -414,7 +463,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 		stepErr = fmt.Errorf("step %s cannot run in this process: %s", ls.Key, kind.Unconfigured())
 	default:
 		if why := kind.Unavailable(ls.Payload); why != "" {
-			err := record(func(c context.Context) error { return skipStep(c, p.pool, ls, why) })
+			err := record(func(c context.Context) error { return skipStep(c, p.pool, ls, why, at) })
 			if err != nil && !errors.Is(err, errLeaseLost) {
 				log.ErrorContext(ctx, "step cannot run, and its skip was not recorded", "reason", why, "error", err)
 				telemetry.Failed(span, telemetry.ErrorClass(err))
@@ -430,7 +479,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	}
 
 	if stepErr == nil {
-		err := record(func(c context.Context) error { return completeStep(c, p.pool, ls) })
+		err := record(func(c context.Context) error { return completeStep(c, p.pool, ls, at) })
 		switch {
 		case errors.Is(err, errLeaseLost):
 			// The step ran, but our lease had run out and another worker
@@ -452,7 +501,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 	perm := permanent(stepErr)
 	var status ClaimStatus
 	err := record(func(c context.Context) (err error) {
-		status, err = releaseStep(c, p.pool, ls, stepErr, p.backoff(ls.Attempts), p.opts.MaxAttempts, perm)
+		status, err = releaseStep(c, p.pool, ls, stepErr, p.backoff(ls.Attempts), p.opts.MaxAttempts, perm, at)
 		return err
 	})
 	switch {
@@ -499,7 +548,7 @@ func (p *Processor) stepSpan(ctx context.Context, ls leasedStep) (context.Contex
 	attrs := []attribute.KeyValue{telemetry.AttrSource.String(ls.Source), telemetry.AttrEventKey.String(ls.EventKey),
 		telemetry.AttrStep.String(ls.Name), telemetry.AttrStepKind.String(ls.Kind), telemetry.AttrStepKey.String(ls.Key),
 		telemetry.AttrAttempt.Int(ls.Attempts)}
-	if r, _ := ctx.Value(runnerKey{}).(string); r != "" {
+	if r := runnerOf(ctx); r != "" {
 		attrs = append(attrs, telemetry.AttrRunner.String(r))
 	}
 	return telemetry.StartLinked(ctx, "webhook.step "+ls.Name, []string{ls.Traceparent}, attrs...)

@@ -1,6 +1,9 @@
 package webhooks
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math/rand/v2"
 	"net/http"
 	"time"
 )
@@ -37,10 +40,65 @@ type Spec struct {
 	OrderSources []string
 	// New builds the provider from its configuration.
 	New func(Settings) (Provider, error)
-	// Sign returns the headers of a delivery of body signed with secret at
-	// the given time, as the sender signs it: for tests, the load generator
-	// and examples. Optional.
-	Sign func(body []byte, secret string, at time.Time) http.Header
+	// Warnings, when set, says what start-up should warn of in the
+	// provider's configuration (a setting left to a default that acts on
+	// more than the operator may mean). Optional.
+	Warnings func(Settings) []string
+	// Sign returns the headers of a delivery signed as the sender signs it:
+	// its signature, what the sender signs beside the body (Standard
+	// Webhooks' webhook-id and webhook-timestamp), and the sender's
+	// Content-Type and User-Agent. For tests, the load generator and
+	// examples; optional.
+	//
+	// Its header names must be canonical (http.CanonicalHeaderKey, as
+	// http.Header.Set writes them: "Webhook-Signature", not
+	// "webhook-signature"): tests delete and replace them with
+	// http.Header's methods, which look for the canonical name only, and
+	// the conformance suite fails a Sign that returns another.
+	Sign func(SignInput) http.Header
+	// Example returns a new delivery of an event the provider acts on,
+	// not signed yet, its ids drawn from r so that no receiver has seen
+	// them (a seeded r makes the same delivery again): what cmd/loadgen
+	// sends for the provider, and what the conformance suite holds to
+	// being processed. Optional.
+	Example func(r *rand.Rand, at time.Time) Example
+}
+
+// SignInput is what Spec.Sign signs a delivery with.
+type SignInput struct {
+	Body   []byte    // the raw body, as sent
+	Secret string    // one secret, as configured
+	At     time.Time // when the sender signs it, for a sender that signs a time
+	// ID is the sender's id of the delivery, for a sender that signs one
+	// and sends it in a header of its own (Standard Webhooks' webhook-id):
+	// Sign puts it there. The same id on every attempt of one delivery;
+	// when empty, Sign uses MessageID. A sender that signs no id ignores
+	// it: GitHub's X-GitHub-Delivery travels with the delivery's other
+	// headers (Example.Header).
+	ID string
+}
+
+// MessageID is in.ID, or when it is empty an id made from the body ("msg_"
+// and 32 hex digits of its SHA-256): the same body, the same id, as a
+// sender keeps one id for every attempt of a message.
+func (in SignInput) MessageID() string {
+	if in.ID != "" {
+		return in.ID
+	}
+	sum := sha256.Sum256(in.Body)
+	return "msg_" + hex.EncodeToString(sum[:16])
+}
+
+// Example is one delivery as a sender makes it, before Sign: the sender's
+// id of it (SignInput.ID; Stripe's and Paddle's event id, GitHub's
+// delivery GUID), its raw body, and the headers the sender sends with it
+// beside those Sign returns (GitHub's X-GitHub-Event, X-GitHub-Delivery
+// and X-GitHub-Hook-ID), with canonical names. Every attempt and replay of
+// the delivery carries the same three.
+type Example struct {
+	ID     string
+	Body   []byte
+	Header http.Header
 }
 
 // Route is the path the provider's deliveries are posted to.

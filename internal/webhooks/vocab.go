@@ -20,6 +20,11 @@ const (
 	// recipient, no fulfillment API configured). Final, visible, counted;
 	// an operator's replay runs it once the configuration allows.
 	StatusSkipped ClaimStatus = "skipped"
+	// StatusResolved: a parked event (its own claim, or the claims of its
+	// parked steps) that an operator closed with a reason, because no
+	// replay can fix it. Final: nothing takes, counts or alerts on it; a
+	// replay reopens it only when an operator asks for one by its key.
+	StatusResolved ClaimStatus = "resolved"
 )
 
 // Outcome is what became of one delivery (or replay, or reconciled event).
@@ -52,13 +57,14 @@ type State string
 
 const (
 	StateDone       State = "done"        // the event and every step are done (or skipped)
+	StateResolved   State = "resolved"    // an operator closed what was parked; the rest is done
 	StateInProgress State = "in_progress" // a step is leased or waits for its lease to run out
 	StateFailed     State = "failed"      // a step failed and waits for a retry or the redriver
 	StateParked     State = "parked"      // the event or a step waits for an operator
 )
 
 // States lists every State, worst last.
-var States = []State{StateDone, StateInProgress, StateFailed, StateParked}
+var States = []State{StateDone, StateResolved, StateInProgress, StateFailed, StateParked}
 
 // StepOutcome is what became of one attempt of a step.
 type StepOutcome string

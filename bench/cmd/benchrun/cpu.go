@@ -14,18 +14,20 @@ const clkTck = 100
 
 // cpuUse is where the CPU went during one measured window, in seconds. Only
 // the benchmark's own processes are counted: the client (loadgen or
-// pgbench), the server (receiver or snippet) and the postgres processes of
-// the benchmark's own cluster. Busy is the whole machine's, so that
-// Busy − ours is what other work on the machine took meanwhile.
+// pgbench), the server (receiver or snippet), the postgres processes of
+// the benchmark's own cluster and its PgBouncer (phase 7). Busy is the
+// whole machine's, so that Busy − ours is what other work on the machine
+// took meanwhile.
 type cpuUse struct {
-	Client, Server, Postgres float64
-	Busy, Steal, Wall        float64 // machine busy CPU time over all cores; stolen by the hypervisor; elapsed time
+	Client, Server, Postgres, Pooler float64
+	Busy, Steal, Wall                float64 // machine busy CPU time over all cores; stolen by the hypervisor; elapsed time
 }
 
-func (u cpuUse) ours() float64 { return u.Client + u.Server + u.Postgres }
+func (u cpuUse) ours() float64 { return u.Client + u.Server + u.Postgres + u.Pooler }
 
 func (u cpuUse) add(v cpuUse) cpuUse {
-	return cpuUse{u.Client + v.Client, u.Server + v.Server, u.Postgres + v.Postgres, u.Busy + v.Busy, u.Steal + v.Steal, u.Wall + v.Wall}
+	return cpuUse{u.Client + v.Client, u.Server + v.Server, u.Postgres + v.Postgres, u.Pooler + v.Pooler,
+		u.Busy + v.Busy, u.Steal + v.Steal, u.Wall + v.Wall}
 }
 
 // cpuSnap is the CPU counters at one instant.
@@ -33,6 +35,7 @@ type cpuSnap struct {
 	at       time.Time
 	server   float64 // the server process; 0 without one
 	postgres float64 // the cluster's processes, see clusterCPU
+	pooler   float64 // the PgBouncer process; 0 without one
 	busy     float64 // the machine
 	steal    float64 // the machine's time stolen by the hypervisor
 }
@@ -41,6 +44,7 @@ type cpuSnap struct {
 type cpuMeter struct {
 	proc    string // /proc
 	dataDir string // the cluster's data directory, which holds postmaster.pid
+	pooler  int    // PgBouncer's pid while phase 7 runs it; 0 otherwise
 }
 
 func (m cpuMeter) snap(serverPid int) cpuSnap {
@@ -50,6 +54,9 @@ func (m cpuMeter) snap(serverPid int) cpuSnap {
 		s.server = m.procTotal(serverPid, false)
 	}
 	s.postgres = m.clusterCPU()
+	if m.pooler > 0 {
+		s.pooler = m.procTotal(m.pooler, false)
+	}
 	return s
 }
 
@@ -58,6 +65,7 @@ func between(a, b cpuSnap) cpuUse {
 	return cpuUse{
 		Server:   max(b.server-a.server, 0),
 		Postgres: max(b.postgres-a.postgres, 0),
+		Pooler:   max(b.pooler-a.pooler, 0),
 		Busy:     max(b.busy-a.busy, 0),
 		Steal:    max(b.steal-a.steal, 0),
 		Wall:     b.at.Sub(a.at).Seconds(),

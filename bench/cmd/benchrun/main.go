@@ -1,19 +1,24 @@
-// Command benchrun measures the receiver against the copied dedupe snippet
-// and against pgbench running the same SQL, on a fresh private PostgreSQL
-// cluster with PostgreSQL's default durability, and writes the ratios to
-// BENCHMARKS.md. scripts/bench.sh (make bench) builds the binaries and
-// runs it; run `benchrun -h` for the flags.
+// Command benchrun measures the receiver against the copied dedupe snippet,
+// in its two forms (bench/snippet-nethttp: plain net/http and pgx, the form
+// most often copied and the headline baseline; bench/snippet: the same on
+// Echo, the receiver's HTTP stack), and against pgbench running the same
+// SQL, on a fresh private PostgreSQL cluster with PostgreSQL's default
+// durability, and writes the ratios to BENCHMARKS.md. scripts/bench.sh
+// (make bench) builds the binaries and runs it; run `benchrun -h` for the
+// flags.
 //
 // Every comparison alternates short slots of its sides, round after round
 // (the order rotates each round), and takes each ratio per round; one side
 // runs twice per round (A and A′), and that A/A ratio is printed beside
 // every target so that the noise of the shared machine is visible. Phases:
 //
-//	1  new invoice.created events: the receiver, the snippet, and pgbench
+//	1  new invoice.created events: the receiver, both snippets, and pgbench
 //	   running (c1) the snippet's SQL in one transaction, (a) the
 //	   receiver's pipelined transaction, (b) the minimal one-statement
 //	   transaction, (c) the snippet's two autocommit statements
-//	2  replays of finished events: the receiver against the snippet
+//	2  replays of finished events: the receiver against both snippets
+//	7  new events through a PgBouncer in transaction mode: the receiver
+//	   against the net/http snippet, both through the same pooler
 //	3  checkout.session.completed (paid) with a 200 ms fulfillment API,
 //	   64 concurrent deliveries, DB_MAX_CONNS=8
 //	5  peak memory at 256 deliveries in flight, then the p99 latency at a
@@ -24,8 +29,16 @@
 //	   own, then the receiver on it against the receiver on the small table
 //
 // The CPU of every slot is counted for the benchmark's own processes only:
-// loadgen or pgbench, the receiver or the snippet, and the processes of the
-// benchmark's own cluster.
+// loadgen or pgbench, the receiver or the snippet, the processes of the
+// benchmark's own cluster and its PgBouncer; the WAL of every slot is the
+// cluster's insert position moved over it.
+//
+// After the rounds of phases 1 and 2, a cost window per server (-cost) runs
+// the profiling builds (bench/cmd/profserver, the snippets with -pprof)
+// through a proxy that counts round trips to PostgreSQL, and takes CPU and
+// allocation profiles (written to -profiles) and the allocations per
+// delivery. The report's "Cost per new event" table puts these beside the
+// rounds' CPU and WAL per event.
 package main
 
 import (
@@ -54,6 +67,7 @@ const (
 
 type options struct {
 	server, loadgen, snippet string
+	snippetNet, profserver   string
 	out                      string
 	command                  string
 	phases                   map[int]bool
@@ -68,12 +82,15 @@ type options struct {
 	drainSteps, drains       int
 	redriveParallelism       int
 	keep, perf               bool
+	cost                     bool
+	costTime                 time.Duration
+	profiles                 string
 }
 
 // quickDefaults are -quick's values for the flags not set explicitly.
 var quickDefaults = map[string]string{
 	"rounds": "3", "slot": "1s", "slot-warmup": "300ms", "warmup": "1s", "window": "3s",
-	"rows": "200000", "drain-steps": "200", "drains": "1",
+	"rows": "200000", "drain-steps": "200", "drains": "1", "cost-time": "2s",
 }
 
 func main() {
@@ -99,10 +116,11 @@ func parseFlags(args []string) (options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), `usage: benchrun [flags]   (normally through scripts/bench.sh or make bench)
 
-Measures the receiver against the copied snippet and pgbench on a fresh durable
-PostgreSQL cluster and writes the report (-out). Phases: 1 new events, 2 replays,
-3 steps with a 200 ms API, 4 growth to -rows rows, 5 memory and p99, 6 redriver
-drain. The default run takes about 12 minutes; -quick about 3.
+Measures the receiver against the copied snippet (net/http and Echo) and pgbench
+on a fresh durable PostgreSQL cluster and writes the report (-out). Phases: 1 new
+events, 2 replays, 3 steps with a 200 ms API, 4 growth to -rows rows, 5 memory and
+p99, 6 redriver drain, 7 new events through PgBouncer (transaction mode). The
+default run takes about 16 minutes; -quick about 4.
 
 Flags:
 `)
@@ -110,10 +128,12 @@ Flags:
 	}
 	fs.StringVar(&o.server, "server", "bin/server", "receiver `binary`")
 	fs.StringVar(&o.loadgen, "loadgen", "bin/loadgen", "loadgen `binary`")
-	fs.StringVar(&o.snippet, "snippet", "bin/snippet", "snippet `binary`")
+	fs.StringVar(&o.snippet, "snippet", "bin/snippet", "the Echo snippet's `binary` (bench/snippet)")
+	fs.StringVar(&o.snippetNet, "snippet-nethttp", "bin/snippet-nethttp", "the net/http snippet's `binary` (bench/snippet-nethttp), the headline baseline")
+	fs.StringVar(&o.profserver, "profserver", "bin/profserver", "the receiver with pprof (bench/cmd/profserver), for the cost windows")
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "report `file`")
 	fs.StringVar(&o.command, "command", "", "the command line the report says it was run with (default: $BENCH_COMMAND, set by scripts/bench.sh, else benchrun's own)")
-	phases := fs.String("phases", "1,2,3,4,5,6", "phases to run, comma-separated")
+	phases := fs.String("phases", "1,2,3,4,5,6,7", "phases to run, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run: defaults "+quickText()+" (flags given explicitly win)")
 	fs.IntVar(&o.rounds, "rounds", 10, "rounds of phases 1, 2 and 4 (each round: one slot per side; phases 3 and 5 run half as many)")
 	fs.DurationVar(&o.slot, "slot", 2*time.Second, "measured time of one slot (pgbench: whole seconds)")
@@ -128,6 +148,9 @@ Flags:
 	fs.IntVar(&o.redriveParallelism, "redrive-parallelism", 8, "phase 6: REDRIVE_PARALLELISM given to the receiver (N); the target is 0.8 × N / 0.2 s")
 	fs.BoolVar(&o.keep, "keep", false, "keep the data directory and logs")
 	fs.BoolVar(&o.perf, "perf", false, "record a perf CPU profile of the receiver over phase 1 (needs perf)")
+	fs.BoolVar(&o.cost, "cost", true, "after phases 1 and 2: a cost window per server (round trips, allocations, CPU and allocation profiles)")
+	fs.DurationVar(&o.costTime, "cost-time", 6*time.Second, "measured time of each cost window (its profiles cover it)")
+	fs.StringVar(&o.profiles, "profiles", "var/bench-profiles", "`directory` for the cost windows' pprof profiles (go tool pprof FILE)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -146,8 +169,8 @@ Flags:
 	o.phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 6 {
-			return o, fmt.Errorf("-phases: %q is not a phase (1 to 6)", f)
+		if err != nil || n < 1 || n > 7 {
+			return o, fmt.Errorf("-phases: %q is not a phase (1 to 7)", f)
 		}
 		o.phases[n] = true
 	}
@@ -156,6 +179,8 @@ Flags:
 		return o, fmt.Errorf("-rounds, -drains, -drain-steps, -concurrency and -redrive-parallelism must be at least 1")
 	case o.slot < time.Second:
 		return o, fmt.Errorf("-slot must be at least 1s (pgbench runs whole seconds)")
+	case o.costTime < time.Second:
+		return o, fmt.Errorf("-cost-time must be at least 1s (pprof profiles whole seconds)")
 	case o.growBody != "small" && o.growBody != "full":
 		return o, fmt.Errorf("-grow-body must be small or full")
 	case o.rows < 3:
@@ -185,6 +210,7 @@ type bench struct {
 	tmp         string
 	pgbenchBin  string
 	cpu         cpuMeter
+	wal         *walMeter
 	invoiceBody string // what pgbench's (a) and (b) store
 	rep         *report
 	urls        map[string]string // tests: databases by name, instead of the cluster's
@@ -203,7 +229,11 @@ func logf(format string, args ...any) {
 }
 
 func run(ctx context.Context, o options) error {
-	for _, p := range []string{o.server, o.loadgen, o.snippet} {
+	bins := []string{o.server, o.loadgen, o.snippet, o.snippetNet}
+	if o.cost {
+		bins = append(bins, o.profserver)
+	}
+	for _, p := range bins {
 		if _, err := os.Stat(p); err != nil {
 			return fmt.Errorf("%s: %w (scripts/bench.sh builds it)", p, err)
 		}
@@ -258,13 +288,17 @@ func run(ctx context.Context, o options) error {
 	if err := b.setup(ctx); err != nil {
 		return err
 	}
+	if b.wal, err = openWALMeter(ctx, b.cluster.URL("postgres")); err != nil {
+		return err
+	}
+	defer b.wal.close()
 
 	// Phase 5 takes half of phase 1's peak; phase 4's bulk load comes last,
 	// so that its gigabytes do not sit in the cache of the other phases.
 	for _, ph := range []struct {
 		n int
 		f func(context.Context) error
-	}{{1, b.phase1}, {2, b.phase2}, {3, b.phase3}, {5, b.phase5}, {6, b.phase6}, {4, b.phase4}} {
+	}{{1, b.phase1}, {2, b.phase2}, {7, b.phase7}, {3, b.phase3}, {5, b.phase5}, {6, b.phase6}, {4, b.phase4}} {
 		if !o.phases[ph.n] {
 			continue
 		}
@@ -281,7 +315,7 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	b.rep.total = time.Since(start)
-	text := b.rep.render()
+	text := b.rep.render() + keptTail(o.out)
 	fmt.Print("\n" + b.rep.ratioTable())
 	if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
 		return err
@@ -330,10 +364,11 @@ func (b *bench) setup(ctx context.Context) error {
 		}
 		b.rep.statements = true
 	}
-	// recv: the receiver in phases 1, 2 and 4 (the small table); snip: the
-	// snippet; pgb: pgbench's scripts; steps, mem, drain: phases 3, 5, 6;
-	// grown: phase 4's bulk load.
-	for _, name := range []string{"recv", "snip", "pgb", "steps", "mem", "drain", "grown"} {
+	// recv: the receiver in phases 1, 2 and 4 (the small table); nsnip,
+	// snip: the net/http and Echo snippets; pgb: pgbench's scripts; steps,
+	// mem, drain: phases 3, 5, 6; grown: phase 4's bulk load; precv, psnip:
+	// the receiver and the net/http snippet through PgBouncer (phase 7).
+	for _, name := range []string{"recv", "nsnip", "snip", "pgb", "steps", "mem", "drain", "grown", "precv", "psnip"} {
 		if err := b.cluster.CreateDatabase(ctx, name); err != nil {
 			return err
 		}
@@ -347,4 +382,23 @@ func (b *bench) setup(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// keptMarker starts the part of the report written by hand: benchrun keeps
+// everything from it to the end of the existing report, and
+// scripts/bench.sh puts the micro-benchmarks before it.
+const keptMarker = "<!-- benchrun keeps everything below this line: it is written by hand -->"
+
+// keptTail is the hand-written part of the existing report at path, from
+// keptMarker on, or "" when there is none.
+func keptTail(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	i := strings.Index(string(b), keptMarker)
+	if i < 0 {
+		return ""
+	}
+	return "\n" + string(b[i:])
 }

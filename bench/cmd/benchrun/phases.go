@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -12,13 +14,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paywebhooks/receiver/bench/pgbench"
+	"github.com/paywebhooks/receiver/internal/pgbouncer"
 )
 
 // Side names, as the report shows them.
 const (
 	sRecv    = "receiver"
 	sRecv2   = "receiver′"
-	sSnip    = "snippet"
+	sNet     = "snippet (net/http)"
+	sSnip    = "snippet (Echo)"
 	sPgA     = "pgbench (a)"
 	sPgB     = "pgbench (b)"
 	sPgC     = "pgbench (c)"
@@ -55,28 +59,34 @@ func (b *bench) warm(ctx context.Context, s *server, a loadArgs) error {
 }
 
 // phase1: new invoice.created events (database only). The receiver, the
-// snippet and pgbench's four scripts alternate; the receiver runs twice per
-// round for the A/A control.
+// two snippets and pgbench's four scripts alternate; the receiver runs twice
+// per round for the A/A control. Then the cost windows of the three
+// servers.
 func (b *bench) phase1(ctx context.Context) error {
 	c := b.o.concurrency
-	logf("phase 1: new invoice.created events at concurrency %d: receiver, snippet, pgbench (c1) (a) (b) (c); %d rounds of %s slots", c, b.o.rounds, b.o.slot)
+	logf("phase 1: new invoice.created events at concurrency %d: receiver, snippet (net/http), snippet (Echo), pgbench (c1) (a) (b) (c); %d rounds of %s slots", c, b.o.rounds, b.o.slot)
 	recv, err := b.startReceiver(ctx, "receiver", "recv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
 	if err != nil {
 		return err
 	}
 	defer recv.stop()
-	snip, err := b.startSnippet(ctx, "snippet", "snip", c)
+	net, err := b.startSnippet(ctx, sNet, b.o.snippetNet, b.url("nsnip"), c)
+	if err != nil {
+		return err
+	}
+	defer net.stop()
+	snip, err := b.startSnippet(ctx, sSnip, b.o.snippet, b.url("snip"), c)
 	if err != nil {
 		return err
 	}
 	defer snip.stop()
 	a := loadArgs{event: "invoice", concurrency: c}
-	for _, s := range []*server{recv, snip} {
+	for _, s := range []*server{recv, net, snip} {
 		if err := b.warm(ctx, s, a); err != nil {
 			return err
 		}
 	}
-	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sSnip, snip, a), b.loadSide(sRecv2, recv, a)}
+	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sSnip, snip, a), b.loadSide(sRecv2, recv, a)}
 	for _, p := range phase1Scripts {
 		if _, err := b.pgbench(ctx, "pgb", p.script, c, 2*time.Second); err != nil {
 			return err
@@ -85,7 +95,7 @@ func (b *bench) phase1(ctx context.Context) error {
 			return b.pgbench(ctx, "pgb", p.script, c, b.o.slot)
 		}})
 	}
-	b.resetStatements(ctx, "recv", "snip")
+	b.resetStatements(ctx, "recv", "nsnip", "snip")
 	var perfDone func() string
 	if b.o.perf {
 		perfDone = startPerf(recv.pid, filepath.Join(b.tmp, "perf-phase1"))
@@ -95,44 +105,128 @@ func (b *bench) phase1(ctx context.Context) error {
 		b.rep.perf = perfDone()
 	}
 	b.keepStatements(ctx, "1 receiver (database recv)", "recv")
-	b.keepStatements(ctx, "1 snippet (database snip)", "snip")
-	return err
+	b.keepStatements(ctx, "1 snippet, net/http (database nsnip)", "nsnip")
+	b.keepStatements(ctx, "1 snippet, Echo (database snip)", "snip")
+	if err != nil || !b.o.cost {
+		return err
+	}
+	for _, s := range []*server{recv, net, snip} {
+		s.stop()
+	}
+	b.rep.cost1 = b.costWindows(ctx, "1", []costSpec{
+		{sRecv, kindReceiver, "recv", a}, {sNet, kindNet, "nsnip", a}, {sSnip, kindEcho, "snip", a},
+	})
+	return nil
 }
 
-// phase2: replays of finished events: the receiver against the snippet's
-// replays, each replaying a fixed pool of events it has finished.
+// phase2: replays of finished events: the receiver against the snippets'
+// replays, each replaying a fixed pool of events it has finished. Then the
+// cost windows of the three servers.
 func (b *bench) phase2(ctx context.Context) error {
 	c := b.o.concurrency
 	const pool = 500
-	logf("phase 2: replays of %d finished events at concurrency %d: receiver, snippet; %d rounds", pool, c, b.o.rounds)
+	logf("phase 2: replays of %d finished events at concurrency %d: receiver, snippet (net/http), snippet (Echo); %d rounds", pool, c, b.o.rounds)
 	recv, err := b.startReceiver(ctx, "receiver (replays)", "recv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
 	if err != nil {
 		return err
 	}
 	defer recv.stop()
-	snip, err := b.startSnippet(ctx, "snippet (replays)", "snip", c)
+	net, err := b.startSnippet(ctx, sNet+" (replays)", b.o.snippetNet, b.url("nsnip"), c)
+	if err != nil {
+		return err
+	}
+	defer net.stop()
+	snip, err := b.startSnippet(ctx, sSnip+" (replays)", b.o.snippet, b.url("snip"), c)
 	if err != nil {
 		return err
 	}
 	defer snip.stop()
 	ra := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 11}
 	sa := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 12}
+	na := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 13}
 	// Each pool is sent once as new events, then replayed for the warm-up.
 	for _, w := range []struct {
 		s *server
 		a loadArgs
-	}{{recv, ra}, {snip, sa}} {
+	}{{recv, ra}, {net, na}, {snip, sa}} {
 		primed := w.a
 		primed.prime = pool
 		if err := b.warm(ctx, w.s, primed); err != nil {
 			return err
 		}
 	}
-	b.resetStatements(ctx, "recv", "snip")
+	b.resetStatements(ctx, "recv", "nsnip", "snip")
 	b.rep.p2, err = b.alternate(ctx, "2", b.o.rounds, []side{
-		b.loadSide(sRecv, recv, ra), b.loadSide(sSnip, snip, sa), b.loadSide(sRecv2, recv, ra),
+		b.loadSide(sRecv, recv, ra), b.loadSide(sNet, net, na), b.loadSide(sSnip, snip, sa), b.loadSide(sRecv2, recv, ra),
 	})
 	b.keepStatements(ctx, "2 receiver: replays (database recv)", "recv")
+	if err != nil || !b.o.cost {
+		return err
+	}
+	for _, s := range []*server{recv, net, snip} {
+		s.stop()
+	}
+	b.rep.cost2 = b.costWindows(ctx, "2", []costSpec{
+		{sRecv, kindReceiver, "recv", ra}, {sNet, kindNet, "nsnip", na}, {sSnip, kindEcho, "snip", sa},
+	})
+	return nil
+}
+
+// phase7: new invoice.created events through a PgBouncer in transaction
+// mode (pool size -concurrency per database): the receiver against the
+// net/http snippet, both through the same pooler, the receiver twice per
+// round for the A/A control.
+func (b *bench) phase7(ctx context.Context) error {
+	c := b.o.concurrency
+	logf("phase 7: new invoice.created events through PgBouncer (transaction mode) at concurrency %d: receiver, snippet (net/http); %d rounds", c, b.o.rounds)
+	logFile, err := os.Create(filepath.Join(b.tmp, "pgbouncer.log"))
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	bouncer, err := pgbouncer.Start(ctx, pgbouncer.Options{Upstream: b.cluster.URL("postgres"), PoolSize: c, Log: logFile})
+	if err != nil {
+		return err
+	}
+	defer bouncer.Stop()
+	b.cpu.pooler = bouncer.PID()
+	defer func() { b.cpu.pooler = 0 }()
+	if bin, err := pgbouncer.Find(); err == nil {
+		out, _ := exec.Command(bin, "--version").Output()
+		b.rep.poolerVersion, _, _ = strings.Cut(string(out), "\n")
+	}
+
+	// TODO(issue 27): once the receiver has DATABASE_POOLER, run it with
+	// DATABASE_POOLER=transaction, DATABASE_URL=bouncer.URL("precv") and
+	// DATABASE_SESSION_URL=b.url("precv") (direct, for migrations and the
+	// locks), instead of pgx's exec mode named in the URL alone.
+	recv, err := b.startReceiver(ctx, "receiver (PgBouncer)", "precv", map[string]string{
+		"DATABASE_URL": bouncer.URL("precv"), "DB_MAX_CONNS": strconv.Itoa(c),
+	})
+	if err != nil {
+		return err
+	}
+	defer recv.stop()
+	// The snippet through the same pooler: pgx's statement cache cannot
+	// work through a transaction-mode PgBouncer 1.18, so its URL names the
+	// exec mode too, as a user's must.
+	net, err := b.startSnippet(ctx, sNet+" (PgBouncer)", b.o.snippetNet, bouncer.URL("psnip"), c)
+	if err != nil {
+		return err
+	}
+	defer net.stop()
+	a := loadArgs{event: "invoice", concurrency: c}
+	for _, s := range []*server{recv, net} {
+		if err := b.warm(ctx, s, a); err != nil {
+			return err
+		}
+	}
+	b.resetStatements(ctx, "precv", "psnip")
+	b.rep.p7, err = b.alternate(ctx, "7", b.o.rounds, []side{
+		b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sRecv2, recv, a),
+	})
+	b.keepStatements(ctx, "7 receiver through PgBouncer (database precv)", "precv")
+	b.keepStatements(ctx, "7 snippet, net/http, through PgBouncer (database psnip)", "psnip")
 	return err
 }
 

@@ -98,16 +98,21 @@ func (b *bench) startReceiver(ctx context.Context, name, dbname string, env map[
 	return b.startServer(ctx, name, addr, cmd)
 }
 
-// startSnippet starts the copied snippet on dbname with a pool of conns.
-func (b *bench) startSnippet(ctx context.Context, name, dbname string, conns int) (*server, error) {
+// startSnippet starts a copied snippet (binary bin: b.o.snippetNet or
+// b.o.snippet) on the database at dbURL with a pool of conns; extra goes
+// to its command line (-pprof).
+func (b *bench) startSnippet(ctx context.Context, name, bin, dbURL string, conns int, extra ...string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	cmd := exec.Command(b.o.snippet, "-addr", addr, "-db", b.url(dbname), "-secret", stripeSecret,
-		"-max-conns", strconv.Itoa(conns))
-	return b.startServer(ctx, name, addr, cmd)
+	return b.startServer(ctx, name, addr, snippetCmd(bin, addr, dbURL, conns, extra...))
+}
+
+func snippetCmd(bin, addr, dbURL string, conns int, extra ...string) *exec.Cmd {
+	args := append([]string{"-addr", addr, "-db", dbURL, "-secret", stripeSecret, "-max-conns", strconv.Itoa(conns)}, extra...)
+	return exec.Command(bin, args...)
 }
 
 func (b *bench) startServer(ctx context.Context, name, addr string, cmd *exec.Cmd) (*server, error) {
@@ -165,6 +170,10 @@ type loadArgs struct {
 	seed        uint64
 	prime       int
 	warmup      time.Duration // loadgen's own warm-up, not measured
+
+	// Called when loadgen's measured window starts and ends (the cost
+	// windows' counters and profiles).
+	onMeasuring, onMeasured func()
 }
 
 // loadReport is the part of loadgen's -json report benchrun reads.
@@ -212,14 +221,24 @@ func (b *bench) loadgen(ctx context.Context, s *server, a loadArgs, d time.Durat
 		return sample{}, err
 	}
 	var s0, s1 cpuSnap
+	var w0, w1 uint64
+	var w0ok, w1ok bool
 	var other []string
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		switch line := sc.Text(); line {
 		case "loadgen: measuring":
+			w0, w0ok = b.wal.lsn()
 			s0 = b.cpu.snap(s.pid)
+			if a.onMeasuring != nil {
+				a.onMeasuring()
+			}
 		case "loadgen: measured":
 			s1 = b.cpu.snap(s.pid)
+			w1, w1ok = b.wal.lsn()
+			if a.onMeasured != nil {
+				a.onMeasured()
+			}
 		default:
 			other = append(other, line)
 		}
@@ -232,7 +251,7 @@ func (b *bench) loadgen(ctx context.Context, s *server, a loadArgs, d time.Durat
 		return sample{}, fmt.Errorf("loadgen report: %w", err)
 	}
 	smp := sample{n: r.Deliveries, ok: r.OK, secs: r.Seconds, lat: r.LatencyMS, bodyBytes: r.BodyBytes,
-		status: r.Status, errors: r.Errors, dropped: r.Dropped}
+		status: r.Status, errors: r.Errors, dropped: r.Dropped, wal: walSpan(w0, w1, w0ok, w1ok)}
 	if r.Seconds > 0 {
 		smp.rate = float64(r.OK) / r.Seconds
 	}
@@ -289,16 +308,18 @@ func (b *bench) scriptPath(sc pgbench.Script) string {
 func (b *bench) pgbench(ctx context.Context, dbname string, sc pgbench.Script, clients int, d time.Duration) (sample, error) {
 	args := b.pgbenchArgs(dbname, sc, clients, d, b.invoiceBody)
 	cmd := exec.CommandContext(ctx, b.pgbenchBin, args...)
+	w0, w0ok := b.wal.lsn()
 	s0 := b.cpu.snap(0)
 	out, err := cmd.CombinedOutput()
 	// Backends exit once pgbench has hung up: let the postmaster reap them,
 	// so that their last CPU lands in this window.
 	time.Sleep(30 * time.Millisecond)
 	s1 := b.cpu.snap(0)
+	w1, w1ok := b.wal.lsn()
 	if err != nil {
 		return sample{}, fmt.Errorf("pgbench %s: %w\n%s", sc.File, err, out)
 	}
-	res := sample{pgbench: true, cpu: between(s0, s1)}
+	res := sample{pgbench: true, cpu: between(s0, s1), wal: walSpan(w0, w1, w0ok, w1ok)}
 	res.cpu.Client = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	if mn := txnsRe.FindSubmatch(out); mn != nil {
 		res.n, _ = strconv.Atoi(string(mn[1]))

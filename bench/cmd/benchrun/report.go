@@ -25,6 +25,9 @@ type report struct {
 	phaseTime  map[int]time.Duration
 
 	p1, p2, p3, p4, p5 series
+	p7                 series // through PgBouncer
+	cost1, cost2       []costResult
+	poolerVersion      string
 	conc256            sample
 	rss                int64
 	halfRate           float64
@@ -87,16 +90,27 @@ func (r *report) targets() []target {
 	var ts []target
 
 	recv1 := pooled(r.p1[sRecv], r.p1[sRecv2])
+	recv2 := pooled(r.p2[sRecv], r.p2[sRecv2])
+	recv7 := pooled(r.p7[sRecv], r.p7[sRecv2])
 	ts = append(ts,
-		target{id: "1a", phase: 1, what: "new invoice.created events: receiver ÷ the copied snippet",
+		target{id: "1a", phase: 1, what: "new invoice.created events: receiver ÷ the copied snippet on net/http (the form most often copied)",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv1, rateOf), medianOf(r.p1[sNet], rateOf)),
+			ratio:    rt(r.p1, sRecv, sNet), aa: rt(r.p1, sRecv, sRecv2), need: 1.0},
+		target{id: "1e", phase: 1, what: "new invoice.created events: receiver ÷ the same snippet on Echo (the receiver's HTTP stack)",
 			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv1, rateOf), medianOf(r.p1[sSnip], rateOf)),
 			ratio:    rt(r.p1, sRecv, sSnip), aa: rt(r.p1, sRecv, sRecv2), need: 1.0},
 		target{id: "1b", phase: 1, what: "new invoice.created events: receiver ÷ pgbench (c1), the snippet's SQL in one transaction",
 			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv1, rateOf), medianOf(r.p1[sPgC1], rateOf)),
 			ratio:    rt(r.p1, sRecv, sPgC1), aa: rt(r.p1, sRecv, sRecv2), need: 0.5},
-		target{id: "2", phase: 2, what: "replays of finished events: receiver ÷ the snippet's replays",
-			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(pooled(r.p2[sRecv], r.p2[sRecv2]), rateOf), medianOf(r.p2[sSnip], rateOf)),
+		target{id: "2", phase: 2, what: "replays of finished events: receiver ÷ the net/http snippet's replays",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv2, rateOf), medianOf(r.p2[sNet], rateOf)),
+			ratio:    rt(r.p2, sRecv, sNet), aa: rt(r.p2, sRecv, sRecv2), need: 1.0},
+		target{id: "2e", phase: 2, what: "replays of finished events: receiver ÷ the Echo snippet's replays",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv2, rateOf), medianOf(r.p2[sSnip], rateOf)),
 			ratio:    rt(r.p2, sRecv, sSnip), aa: rt(r.p2, sRecv, sRecv2), need: 1.0},
+		target{id: "7", phase: 7, what: "new invoice.created events, both through PgBouncer in transaction mode: receiver ÷ the net/http snippet",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv7, rateOf), medianOf(r.p7[sNet], rateOf)),
+			ratio:    rt(r.p7, sRecv, sNet), aa: rt(r.p7, sRecv, sRecv2), need: 1.0},
 	)
 
 	const stepsIdeal = 64 / 0.2
@@ -214,8 +228,8 @@ func (r *report) phase1Ratios() string {
 		aa.Median, aa.spread("%.2f"))
 	sb.WriteString("| ratio | median | spread |\n|---|---:|---|\n")
 	for _, c := range [][2]string{
-		{sRecv, sSnip}, {sRecv, sPgC1}, {sRecv, sPgA}, {sRecv, sPgB}, {sRecv, sPgC},
-		{sPgA, sPgB}, {sPgC1, sPgB}, {sSnip, sPgC}, {sSnip, sPgC1},
+		{sRecv, sNet}, {sRecv, sSnip}, {sSnip, sNet}, {sRecv, sPgC1}, {sRecv, sPgA}, {sRecv, sPgB}, {sRecv, sPgC},
+		{sPgA, sPgB}, {sPgC1, sPgB}, {sNet, sPgC}, {sNet, sPgC1}, {sSnip, sPgC1},
 	} {
 		s := summarize(perRound(values(r.p1[c[0]], rateOf), values(r.p1[c[1]], rateOf)))
 		if s.ok() {
@@ -235,15 +249,15 @@ func (r *report) phases() []struct {
 		name string
 		s    series
 	}{
-		{1, "1 new events", r.p1}, {2, "2 replays", r.p2}, {3, "3 checkout with steps", r.p3},
-		{4, "4 growth", r.p4}, {5, "5 fixed rate", r.p5},
+		{1, "1 new events", r.p1}, {2, "2 replays", r.p2}, {7, "7 new events, PgBouncer", r.p7},
+		{3, "3 checkout with steps", r.p3}, {4, "4 growth", r.p4}, {5, "5 fixed rate", r.p5},
 	}
 }
 
 // sideOrder lists a phase's sides in a stable order.
 func sideOrder(s series) []string {
 	var names []string
-	for _, n := range []string{sRecv, sRecv2, sSnip, sPgC1, sPgA, sPgB, sPgC, sBase, sBase2, sGrown} {
+	for _, n := range []string{sRecv, sRecv2, sNet, sSnip, sPgC1, sPgA, sPgB, sPgC, sBase, sBase2, sGrown} {
 		if len(s[n]) > 0 {
 			names = append(names, n)
 		}
@@ -257,9 +271,12 @@ func (r *report) render() string {
 	ncpu := runtime.NumCPU()
 	p("# Benchmarks\n\n")
 	p("Measured on %s in %s by:\n\n```\n%s\n```\n\n", r.started.UTC().Format("2006-01-02 15:04 MST"), r.total.Round(time.Second), r.o.command)
-	p("(`make bench` runs scripts/bench.sh, which builds bin/server, bin/loadgen, bin/snippet and bin/benchrun and\n")
-	p("passes its arguments to benchrun; `scripts/bench.sh -quick` is a smoke run of a few minutes, `-h` lists the flags.)\n\n")
-	p("loadgen, the receiver (or the snippet, or pgbench) and PostgreSQL all share the machine's %d CPU cores, and\n", ncpu)
+	p("(`make bench` runs scripts/bench.sh, which builds bin/server, bin/loadgen, bin/snippet-nethttp, bin/snippet,\n")
+	p("bin/profserver and bin/benchrun and passes its arguments to benchrun; `scripts/bench.sh -quick` is a smoke run\n")
+	p("of a few minutes, `-h` lists the flags.) The snippet is the dedupe snippet as users copy it, the claim and the\n")
+	p("invoice as two autocommit statements, no body stored: on plain net/http and a pgx pool (bench/snippet-nethttp,\n")
+	p("the baseline of targets 1a, 2 and 7) and on Echo (bench/snippet, the receiver's HTTP stack: 1e, 2e).\n\n")
+	p("loadgen, the receiver (or a snippet, or pgbench) and PostgreSQL all share the machine's %d CPU cores, and\n", ncpu)
 	p("other work may run on it meanwhile: absolute figures are noisy. Each comparison therefore alternates short\n")
 	p("slots of its sides, round after round, takes each ratio per round and reports its median and spread, and\n")
 	p("measures one side twice per round (A and A′): the A/A ratio beside each target is what noise alone does.\n\n")
@@ -282,7 +299,7 @@ func (r *report) render() string {
 	}
 
 	var times []string
-	for _, n := range []int{1, 2, 3, 5, 6, 4} {
+	for _, n := range []int{1, 2, 7, 3, 5, 6, 4} {
 		if d, ok := r.phaseTime[n]; ok {
 			times = append(times, fmt.Sprintf("%d: %s", n, d.Round(time.Second)))
 		}
@@ -294,7 +311,11 @@ func (r *report) render() string {
 	p("## Machine\n\n| | |\n|---|---|\n")
 	p("| CPU | %s |\n| nproc | %d |\n| memory | %s |\n| kernel | %s |\n", cpuModel(), ncpu, memTotal(), kernel())
 	p("| Go | %s (benchrun); receiver binary built with %s |\n", runtime.Version(), binaryGo(r.o.server))
-	p("| PostgreSQL | %s |\n\n", r.pgVersion)
+	p("| PostgreSQL | %s |\n", r.pgVersion)
+	if r.poolerVersion != "" {
+		p("| PgBouncer | %s (phase 7: transaction mode, pool size %d per database) |\n", r.poolerVersion, r.o.concurrency)
+	}
+	p("\n")
 	p("PostgreSQL runs with its default durability (`fsync`, `synchronous_commit` and `full_page_writes` on) and\n")
 	p("default memory settings (shared_buffers 128 MB), from a fresh `initdb` in a temporary directory, started by\n")
 	p("internal/pglocal with `Durable: true`; pg_stat_statements is preloaded when installed.\n\n")
@@ -302,8 +323,8 @@ func (r *report) render() string {
 	p("## Event bodies\n\n")
 	p("loadgen builds Stripe events with the fields, nesting and size of real ones (API version 2023-10-16, new\n")
 	p("ids in every event); mean size of the bodies sent in the measured slots:\n\n| event | phases | mean body |\n|---|---|---:|\n")
-	if t := totals(pooled(r.p1[sRecv], r.p1[sRecv2], r.p1[sSnip], r.p4[sGrown], r.p5[sRecv])); t.bodyBytes > 0 {
-		p("| invoice.created | 1, 2, 4, 5 | %.0f bytes |\n", t.bodyBytes)
+	if t := totals(pooled(r.p1[sRecv], r.p1[sRecv2], r.p1[sNet], r.p1[sSnip], r.p4[sGrown], r.p5[sRecv], r.p7[sRecv])); t.bodyBytes > 0 {
+		p("| invoice.created | 1, 2, 4, 5, 7 | %.0f bytes |\n", t.bodyBytes)
 	}
 	if t := totals(pooled(r.p3[sRecv], r.p3[sRecv2])); t.bodyBytes > 0 {
 		p("| checkout.session.completed (paid) | 3 | %.0f bytes |\n", t.bodyBytes)
@@ -316,6 +337,7 @@ func (r *report) render() string {
 		p("\n(a) is the receiver's own transaction as pgbench runs it, (b) the minimal one-statement transaction, (c)\n")
 		p("the snippet's two autocommit statements, (c1) the same in one transaction; see \"The pgbench scripts\".\n\n")
 	}
+	sb.WriteString(r.costSection())
 
 	p("## Every side\n\n")
 	p("Per slot: throughput (median, IQR, range over slots), median p50 and p99, and every answer over all slots.\n\n")
@@ -347,8 +369,9 @@ func (r *report) render() string {
 	p("or snippet) and the benchmark's PostgreSQL cluster (its postmaster, found by the data directory's\n")
 	p("postmaster.pid, with every child it reaped, and its live descendants). \"Machine busy\" is the whole\n")
 	p("machine's use of its %d cores over the slots, \"others\" the part of it no process of the benchmark took,\n", ncpu)
-	p("\"steal\" the time the hypervisor gave to other machines: both are noise the A/A control also sees.\n\n")
-	p("| phase | side | deliveries | client µs | server µs | postgres µs | ours µs | machine busy | others | steal |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("\"steal\" the time the hypervisor gave to other machines: both are noise the A/A control also sees. \"Pooler\"\n")
+	p("is PgBouncer's own CPU (phase 7). WAL is the cluster's insert position moved over the slots, per delivery.\n\n")
+	p("| phase | side | deliveries | client µs | server µs | postgres µs | pooler µs | ours µs | WAL bytes | machine busy | others | steal |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, ph := range r.phases() {
 		for _, name := range sideOrder(ph.s) {
 			t := totals(ph.s[name])
@@ -357,8 +380,12 @@ func (r *report) render() string {
 			}
 			per := func(x float64) float64 { return x / float64(t.n) * 1e6 }
 			capacity := t.cpu.Wall * float64(ncpu)
-			p("| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f%% | %.0f%% | %.0f%% |\n", ph.name, name, t.n, per(t.cpu.Client), per(t.cpu.Server),
-				per(t.cpu.Postgres), per(t.cpu.ours()), 100*t.cpu.Busy/capacity, 100*max(t.cpu.Busy-t.cpu.ours(), 0)/capacity,
+			wal := "—"
+			if t.wal >= 0 {
+				wal = fmt.Sprintf("%.0f", t.wal/float64(t.walN))
+			}
+			p("| %s | %s | %d | %.0f | %.0f | %.0f | %.0f | %.0f | %s | %.0f%% | %.0f%% | %.0f%% |\n", ph.name, name, t.n, per(t.cpu.Client), per(t.cpu.Server),
+				per(t.cpu.Postgres), per(t.cpu.Pooler), per(t.cpu.ours()), wal, 100*t.cpu.Busy/capacity, 100*max(t.cpu.Busy-t.cpu.ours(), 0)/capacity,
 				100*t.cpu.Steal/capacity)
 		}
 	}
@@ -390,6 +417,16 @@ func (r *report) render() string {
 		p("phase 1's median and the 256-in-flight throughput); latency runs from each delivery's scheduled start, so\n")
 		p("queueing shows. pgbench running (a) at the same rate for %s, its latency also from the scheduled start:\n", r.o.window)
 		p("p99 %.1f ms.\n\n", r.pgbRateP99)
+	}
+
+	if r.ran[7] && len(r.p7) > 0 {
+		p("## Phase 7: through PgBouncer\n\n")
+		p("internal/pgbouncer runs %s in transaction mode on 127.0.0.1, as the postgres user, with a pool of %d server\n", r.poolerVersion, r.o.concurrency)
+		p("connections per database, in front of the same cluster. The receiver (database precv) and the net/http\n")
+		p("snippet (database psnip) both reach it with `default_query_exec_mode=exec` in their URL: PgBouncer 1.18 keeps no\n")
+		p("prepared statement across transactions, so neither may cache one, and PostgreSQL parses and plans every\n")
+		p("statement it is sent. The receiver migrates at start-up through the pooler as well (its DATABASE_URL). Its\n")
+		p("CPU is in \"Where the CPU went\" (pooler µs) and its statements in \"Where the database time went\".\n\n")
 	}
 
 	if r.ran[6] && len(r.drains) > 0 {

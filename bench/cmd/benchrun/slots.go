@@ -28,6 +28,8 @@ type sample struct {
 	errors    map[string]int
 	dropped   int
 	pgbench   bool
+	wal       float64 // WAL bytes the cluster wrote over the slot; -1 unknown (totals: over walN deliveries)
+	walN      int
 }
 
 type latency struct{ P50, P90, P99, Max float64 }
@@ -167,6 +169,10 @@ func totals(xs []sample) sample {
 		t.cpu = t.cpu.add(x.cpu)
 		t.dropped += x.dropped
 		bodies += x.bodyBytes * float64(x.n)
+		if x.wal >= 0 && x.n > 0 {
+			t.wal += x.wal
+			t.walN += x.n
+		}
 		for k, v := range x.status {
 			t.status[k] += v
 		}
@@ -177,6 +183,9 @@ func totals(xs []sample) sample {
 	}
 	if t.n > 0 {
 		t.bodyBytes = bodies / float64(t.n)
+	}
+	if t.walN == 0 {
+		t.wal = -1
 	}
 	if t.secs > 0 {
 		t.rate = float64(t.ok) / t.secs

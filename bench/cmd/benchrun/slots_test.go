@@ -97,8 +97,8 @@ func TestQuickDefaults(t *testing.T) {
 	if o.rounds != 5 || o.slot != time.Second || o.rows != 200000 || !o.phases[1] || !o.phases[4] || o.phases[2] {
 		t.Errorf("%+v", o)
 	}
-	if _, err := parseFlags([]string{"-phases", "7"}); err == nil {
-		t.Error("-phases 7 accepted")
+	if _, err := parseFlags([]string{"-phases", "8"}); err == nil {
+		t.Error("-phases 8 accepted")
 	}
 	if _, err := parseFlags([]string{"-slot", "500ms"}); err == nil {
 		t.Error("-slot 500ms accepted")

@@ -5,18 +5,28 @@
 //	client := fulfillment.New(api.URL())
 //	... // code under test fulfils orders
 //	if api.CountByKey(key) == 0 { ... }
+//
+// With RequireSignature, it verifies every call's Standard Webhooks
+// signature as an API holding FULFILLMENT_SECRET would, with two
+// implementations: this project's (internal/standardwebhooks) and the
+// spec's own Go library.
 package fulfillmenttest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	refgo "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
 // Received is one well-formed request to POST /fulfillments (a JSON body
@@ -24,6 +34,13 @@ import (
 type Received struct {
 	IdempotencyKey string
 	Body           fulfillment.Request
+	// Header and Raw are the request's headers and body, as received.
+	Header http.Header
+	Raw    []byte
+	// SignatureError, when the server requires a signature
+	// (RequireSignature), is why the call's was refused; "" when both
+	// verifiers accepted it (or none is required).
+	SignatureError string
 }
 
 // Server is a running stand-in for the fulfillment API. By default it
@@ -38,6 +55,54 @@ type Server struct {
 	hold   chan struct{} // non-nil while held; closed on release
 	held   int           // requests currently blocked by hold
 	nextID int
+	// ours and ref verify signatures once RequireSignature is called.
+	ours *standardwebhooks.Verifier
+	ref  *refgo.Webhook
+}
+
+// RequireSignature makes the server verify every call's Standard Webhooks
+// signature by secret (a FULFILLMENT_SECRET, "whsec_…") with this
+// project's verifier and with the spec's Go library, and check that its
+// webhook-id is its Idempotency-Key. A call that fails any of this is
+// recorded with why (Received.SignatureError) and answered 401, a
+// permanent failure: the step that made it is not done.
+func (s *Server) RequireSignature(tb testing.TB, secret string) {
+	tb.Helper()
+	ours, err := standardwebhooks.NewVerifier(secret)
+	if err != nil {
+		tb.Fatalf("fulfillmenttest: %v", err)
+	}
+	ref, err := refgo.NewWebhook(secret)
+	if err != nil {
+		tb.Fatalf("fulfillmenttest: the reference library refuses the secret: %v", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ours, s.ref = ours, ref
+}
+
+// verify is why the call's signature is refused, or "" (or "" when none
+// is required).
+func (s *Server) verify(h http.Header, body []byte) string {
+	s.mu.Lock()
+	ours, ref := s.ours, s.ref
+	s.mu.Unlock()
+	if ours == nil {
+		return ""
+	}
+	var errs []error
+	if m, err := ours.Verify(h, body, time.Now()); err != nil {
+		errs = append(errs, fmt.Errorf("internal/standardwebhooks: %w", err))
+	} else if m.ID != h.Get("Idempotency-Key") {
+		errs = append(errs, fmt.Errorf("webhook-id %q is not the Idempotency-Key %q", m.ID, h.Get("Idempotency-Key")))
+	}
+	if err := ref.Verify(body, h); err != nil {
+		errs = append(errs, fmt.Errorf("the reference library: %w", err))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err.Error()
+	}
+	return ""
 }
 
 // NewServer starts the server.
@@ -140,8 +205,9 @@ func (s *Server) WaitHeld(tb testing.TB, n int, timeout time.Duration) {
 }
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	var body fulfillment.Request
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<20)).Decode(&body); err != nil {
+	if err != nil || json.Unmarshal(raw, &body) != nil {
 		http.Error(w, `{"error":"invalid JSON body"}`, http.StatusBadRequest)
 		return
 	}
@@ -150,9 +216,17 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"missing Idempotency-Key"}`, http.StatusBadRequest)
 		return
 	}
+	refused := s.verify(r.Header, raw)
 
 	s.mu.Lock()
-	s.reqs = append(s.reqs, Received{IdempotencyKey: key, Body: body})
+	s.reqs = append(s.reqs, Received{IdempotencyKey: key, Body: body, Header: r.Header.Clone(), Raw: raw, SignatureError: refused})
+	if refused != "" {
+		s.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "signature refused: " + refused})
+		return
+	}
 	s.nextID++
 	id, status, hold := s.nextID, s.status, s.hold
 	if hold != nil {

@@ -23,8 +23,18 @@
 //     delivered again changes nothing and sends nothing.
 //   - OutOfOrder: every permutation of each Sequence ends in the state of
 //     the sequence in order.
+//   - RepeatedMemberName: the signed event with its first member repeated
+//     at the end (the same name and value) is answered 200 parked and kept,
+//     body and reason, and nothing is written or sent for it.
 //   - SharedSamples: payloads captured by other projects (../shared/samples,
 //     when present) are acknowledged, and those listed do what they must.
+//   - Example: two deliveries made by the Spec's Example (what cmd/loadgen
+//     sends) are processed, each for the first time.
+//
+// Every delivery is signed by the Spec's Sign, with the id Suite.ID gives
+// it, and the suite fails at once, naming the trap, when Sign returns a
+// header name that is not canonical or Suite.Header replaces a header
+// Sign returned (see docs/adding-an-integration.md, "Traps").
 //
 // A fork copies one provider's test file and rewrites its table.
 package conformance
@@ -33,7 +43,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/json/jsontext"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,10 +74,19 @@ type Suite struct {
 	// it is (a fixture with replacements, or a body built in code).
 	Events map[string]Event
 	// Header returns the provider's own headers of a delivery of the named
-	// event, beside its signature (GitHub's event type, delivery GUID and
-	// hook id); nil when there are none. A redelivery of a name carries
-	// the same headers.
+	// event, beside those Spec.Sign returns (GitHub's event type, delivery
+	// GUID and hook id); nil when there are none. A redelivery of a name
+	// carries the same headers. It may replace Sign's Content-Type (a form
+	// body), no other header of Sign's: what the sender signs comes from
+	// Sign.
 	Header func(name string, body []byte) http.Header
+	// ID returns the sender's id of a delivery of the named event, which
+	// Spec.Sign signs for a sender that signs one (Standard Webhooks'
+	// webhook-id): the same on every delivery of a name. Nil: the id made
+	// from the body (webhooks.SignInput.MessageID). Two names of one body
+	// with two ids are one event sent as two messages (Polar's one event
+	// sent to two endpoints).
+	ID func(name string, body []byte) string
 	// View lists the business state as text rows: SQL queries returning one
 	// text column each. Case.Want and Sample.Want are compared with it; the
 	// state compared by the other subtests is r.Snapshot and View together.
@@ -173,7 +194,9 @@ func Run(t *testing.T, s Suite) {
 	t.Run("ConcurrentDelivery", s.concurrentDelivery)
 	t.Run("ReplayWithEmptiedClaims", s.replayWithEmptiedClaims)
 	t.Run("OutOfOrder", s.outOfOrder)
+	t.Run("RepeatedMemberName", s.repeatedMemberName)
 	t.Run("SharedSamples", s.sharedSamples)
+	t.Run("Example", s.example)
 }
 
 func (s *Suite) verify(t *testing.T) {
@@ -185,7 +208,7 @@ func (s *Suite) verify(t *testing.T) {
 	}
 	body := s.Body(t, name)
 	signedWith := func(secret string, b []byte) http.Header {
-		return s.with(s.Spec.Sign(b, secret, time.Now()), name, body)
+		return s.sign(t, s.id(name, body), b, secret, time.Now(), s.header(name, body))
 	}
 	post := func(t *testing.T, q Request) {
 		b := q.Body
@@ -309,6 +332,11 @@ func (s *Suite) expect(t *testing.T, r *rt.Receiver, res rt.Response, outcome we
 	if diff := cmp.Diff(calls, Calls(r), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("fulfillment calls (-want +got):\n%s", diff)
 	}
+	for _, q := range r.API.Requests() {
+		if q.SignatureError != "" {
+			t.Errorf("fulfillment call %s: the API refused its signature: %s", q.IdempotencyKey, q.SignatureError)
+		}
+	}
 }
 
 func (s *Suite) duplicateDelivery(t *testing.T) {
@@ -339,13 +367,14 @@ func (s *Suite) concurrentDelivery(t *testing.T) {
 	for _, name := range names {
 		s.DeliverOK(t, ref, name)
 		body := s.Body(t, name)
+		h := s.signed(t, name, body)
 		statuses := make([]rt.Response, 50)
 		start := make(chan struct{})
 		var wg sync.WaitGroup
 		for i := range statuses {
 			wg.Go(func() {
 				<-start
-				statuses[i] = r.Post(t, s.Spec.Route(), rt.Signed(s.Spec, body, s.header(name, body)), body)
+				statuses[i] = r.Post(t, s.Spec.Route(), h, body)
 			})
 		}
 		close(start)
@@ -418,6 +447,65 @@ func (s *Suite) outOfOrder(t *testing.T) {
 	}
 }
 
+func (s *Suite) repeatedMemberName(t *testing.T) {
+	t.Parallel()
+	name := s.VerifyEvent
+	if name == "" {
+		name = s.History[0]
+	}
+	body := s.Body(t, name)
+	// The first member, repeated as the last: the same name and value, so
+	// that whatever a decoder keeps, the event reads the same; it is
+	// parked all the same.
+	dec := jsontext.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.ReadToken(); err != nil || tok.Kind() != '{' {
+		t.Fatalf("%s is not a JSON object: %v", name, err)
+	}
+	start := dec.InputOffset()
+	if _, err := dec.ReadToken(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if _, err := dec.ReadValue(); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	member := bytes.TrimLeft(body[start:dec.InputOffset()], " \t\r\n")
+	end := bytes.LastIndexByte(body, '}')
+	repeated := append(append(bytes.Clone(body[:end]), ','), member...)
+	repeated = append(repeated, body[end:]...)
+
+	r := s.receiver(t)
+	res := r.Post(t, s.Spec.Route(), rt.Signed(s.Spec, repeated, s.header(name, repeated)), repeated)
+	if res.Status != http.StatusOK || Outcome(res) != webhooks.OutcomeParked {
+		t.Fatalf("status %d %s, want 200 parked", res.Status, strings.TrimSpace(res.Body))
+	}
+	var status, lastError string
+	var stored []byte
+	err := r.Pool.QueryRow(context.Background(), `
+SELECT status, coalesce(last_error, ''), body FROM processed_events WHERE kind = 'event' AND source = $1`, s.Spec.Source).
+		Scan(&status, &lastError, &stored)
+	if err != nil {
+		t.Fatalf("the event's claim: %v", err)
+	}
+	if status != string(webhooks.StatusParked) || !strings.HasPrefix(lastError, "repeated member name") || len(stored) == 0 {
+		t.Errorf("claim %s with error %q and a body of %d bytes; want parked, a repeated member name, the body kept",
+			status, lastError, len(stored))
+	}
+	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE kind = 'step'`); n != 0 {
+		t.Errorf("%d steps planned for it", n)
+	}
+	if st := s.state(t, r); len(st) != 0 {
+		t.Errorf("it wrote %v", st)
+	}
+	if len(r.SMTP.Messages())+len(r.API.Requests()) != 0 {
+		t.Errorf("it sent %d emails and %d calls", len(r.SMTP.Messages()), len(r.API.Requests()))
+	}
+	// A copy is answered as the event is: parked.
+	res = r.Post(t, s.Spec.Route(), rt.Signed(s.Spec, repeated, s.header(name, repeated)), repeated)
+	if res.Status != http.StatusOK || Outcome(res) != webhooks.OutcomeParked {
+		t.Errorf("the same delivery again: status %d %s, want 200 parked", res.Status, strings.TrimSpace(res.Body))
+	}
+}
+
 func (s *Suite) sharedSamples(t *testing.T) {
 	if s.Samples == nil {
 		t.Skip("the provider has no shared samples")
@@ -450,11 +538,12 @@ func (s *Suite) sharedSamples(t *testing.T) {
 			r := s.receiver(t)
 			if want.Prime != nil {
 				primer := want.Prime(t, body)
-				if res := r.Post(t, s.Spec.Route(), rt.Signed(s.Spec, primer, header(name+"#primer", primer)), primer); res.Status != http.StatusOK {
+				h := s.sign(t, "", primer, rt.Secret(s.Spec), time.Now(), header(name+"#primer", primer))
+				if res := r.Post(t, s.Spec.Route(), h, primer); res.Status != http.StatusOK {
 					t.Fatalf("primer: status %d %s", res.Status, res.Body)
 				}
 			}
-			res := r.Post(t, s.Spec.Route(), rt.Signed(s.Spec, body, header(name, body)), body)
+			res := r.Post(t, s.Spec.Route(), s.sign(t, "", body, rt.Secret(s.Spec), time.Now(), header(name, body)), body)
 			if res.Status != http.StatusOK {
 				t.Fatalf("status %d %s, want 200", res.Status, res.Body)
 			}
@@ -465,6 +554,32 @@ func (s *Suite) sharedSamples(t *testing.T) {
 				s.view(t, r), r.Steps(t, s.eventKey(t, r, res)), len(r.SMTP.Messages()), Calls(r))
 		})
 	}
+}
+
+func (s *Suite) example(t *testing.T) {
+	if s.Spec.Example == nil {
+		t.Skip("the Spec has no Example")
+	}
+	t.Parallel()
+	r := s.receiver(t)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for i := range 2 {
+		ex := s.Spec.Example(rnd, time.Now())
+		for k := range ex.Header {
+			if ck := http.CanonicalHeaderKey(k); k != ck {
+				t.Fatalf("Example's header name %q is not canonical (%q)", k, ck)
+			}
+		}
+		h := s.sign(t, ex.ID, ex.Body, rt.Secret(s.Spec), time.Now(), ex.Header)
+		res := r.Post(t, s.Spec.Route(), h, ex.Body)
+		if res.Status != http.StatusOK || Outcome(res) != webhooks.OutcomeProcessed {
+			t.Fatalf("example %d (%s): status %d %s, want 200 processed\n%s", i, ex.ID, res.Status, res.Body, ex.Body)
+		}
+		if res := r.Post(t, s.Spec.Route(), s.sign(t, ex.ID, ex.Body, rt.Secret(s.Spec), time.Now(), ex.Header), ex.Body); Outcome(res) != webhooks.OutcomeDuplicate {
+			t.Errorf("example %d sent again: status %d %s, want 200 duplicate", i, res.Status, res.Body)
+		}
+	}
+	t.Logf("two examples processed: %q; %d emails, fulfillment calls %q", s.view(t, r), len(r.SMTP.Messages()), Calls(r))
 }
 
 // receiver starts a receiver with the suite's options and opts.
@@ -493,10 +608,52 @@ func (s *Suite) header(name string, body []byte) http.Header {
 	return s.Header(name, body)
 }
 
-// with adds the delivery headers of the named event to h.
-func (s *Suite) with(h http.Header, name string, body []byte) http.Header {
-	for k, v := range s.header(name, body) {
-		h[k] = v
+// id is the sender's id of a delivery of the named event: Suite.ID's, or
+// "" (Sign makes one from the body).
+func (s *Suite) id(name string, body []byte) string {
+	if s.ID == nil {
+		return ""
+	}
+	return s.ID(name, body)
+}
+
+// signed is the headers of a delivery of the named event's body, signed
+// now with the test secret.
+func (s *Suite) signed(tb testing.TB, name string, body []byte) http.Header {
+	tb.Helper()
+	return s.sign(tb, s.id(name, body), body, rt.Secret(s.Spec), time.Now(), s.header(name, body))
+}
+
+// sign is Spec.Sign's headers of body signed with secret at at under the
+// sender's id, with extra headers added. It fails the test on the two
+// traps a provider's Sign can fall in (docs/adding-an-integration.md,
+// "Traps"): a header name that is not canonical, which the tests'
+// h.Del(name) and h.Set(name, …) would miss (leaving a signature in place
+// that the test believes removed), and an extra header replacing one Sign
+// returned, which would be sent unsigned (a webhook-id given by Header
+// instead of ID).
+func (s *Suite) sign(tb testing.TB, id string, body []byte, secret string, at time.Time, extra http.Header) http.Header {
+	tb.Helper()
+	if s.Spec.Sign == nil {
+		tb.Fatalf("%s: the Spec has no Sign: the suite cannot make deliveries", s.Spec.Source)
+	}
+	h := s.Spec.Sign(webhooks.SignInput{Body: body, Secret: secret, At: at, ID: id})
+	for k := range h {
+		if ck := http.CanonicalHeaderKey(k); k != ck {
+			tb.Fatalf("%s: Spec.Sign returned the header name %q, not its canonical form %q: http.Header's Get, Set "+
+				"and Del look for the canonical name only, so a test's h.Del(%q) would leave the signature in place. "+
+				"Build Sign's header with h.Set, or write the key as %q (docs/adding-an-integration.md, Traps)",
+				s.Spec.Source, k, ck, k, ck)
+		}
+	}
+	for k, v := range extra {
+		ck := http.CanonicalHeaderKey(k)
+		if _, ok := h[ck]; ok && ck != "Content-Type" {
+			tb.Fatalf("%s: the suite's Header replaces %s, which Spec.Sign returned: a header the sender signs must come "+
+				"from Sign (an id it signs, from Suite.ID), or the delivery is sent with a value nobody signed "+
+				"(docs/adding-an-integration.md, Traps)", s.Spec.Source, ck)
+		}
+		h[ck] = v
 	}
 	return h
 }
@@ -505,7 +662,7 @@ func (s *Suite) with(h http.Header, name string, body []byte) http.Header {
 func (s *Suite) Deliver(tb testing.TB, r *rt.Receiver, name string) rt.Response {
 	tb.Helper()
 	body := s.Body(tb, name)
-	return r.Post(tb, s.Spec.Route(), rt.Signed(s.Spec, body, s.header(name, body)), body)
+	return r.Post(tb, s.Spec.Route(), s.signed(tb, name, body), body)
 }
 
 // DeliverOK delivers the named event and fails the test unless it is

@@ -14,12 +14,15 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"net/http"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
@@ -40,8 +43,8 @@ var acmeSpec = webhooks.Spec{
 	Retention:        24 * time.Hour,
 	OrderSources:     []string{"acme"},
 	New:              func(s webhooks.Settings) (webhooks.Provider, error) { return acme{secrets: s.Secrets}, nil },
-	Sign: func(body []byte, secret string, _ time.Time) http.Header {
-		return http.Header{"Content-Type": {"application/json"}, "Acme-Signature": {hex.EncodeToString(acmeMAC(body, secret))}}
+	Sign: func(in webhooks.SignInput) http.Header {
+		return http.Header{"Content-Type": {"application/json"}, "Acme-Signature": {hex.EncodeToString(acmeMAC(in.Body, in.Secret))}}
 	},
 }
 
@@ -69,13 +72,7 @@ func (p acme) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, e
 	if err != nil || len(sig) != sha256.Size {
 		return webhooks.Event{}, webhooks.Reject("invalid_header", errors.New("Acme-Signature is not 64 hex digits"))
 	}
-	matched := -1
-	for i, s := range p.secrets {
-		if hmac.Equal(sig, acmeMAC(body, s)) {
-			matched = i
-			break
-		}
-	}
+	matched := webhooks.Signatures{sig}.Match(p.secrets, func(mac hash.Hash) { mac.Write(body) })
 	if matched < 0 {
 		return webhooks.Event{}, webhooks.Reject("no_valid_signature", errors.New("no secret signs the body"))
 	}
@@ -117,6 +114,13 @@ type outbox struct {
 func (*outbox) Prepare(p json.RawMessage) (json.RawMessage, error) { return p, nil }
 func (*outbox) Unconfigured() string                               { return "" }
 func (*outbox) Unavailable(json.RawMessage) string                 { return "" }
+
+// Refs says what each call sends that operators can look for downstream:
+// a kind of the fork's own shows in `events show` and the console like the
+// receiver's own kinds.
+func (*outbox) Refs(key string, _ json.RawMessage) []webhooks.Ref {
+	return []webhooks.Ref{{Name: "X-Outbox-Id", Value: "out-" + key}}
+}
 
 func (k *outbox) Run(_ context.Context, key string, payload json.RawMessage) error {
 	var p struct {
@@ -186,6 +190,26 @@ func TestForkDelivery(t *testing.T) {
 	calls := out.all()
 	if len(calls) != 1 || len(calls["ac_evt_1/webhook.out"]) != 1 || calls["ac_evt_1/webhook.out"][0] != "A-1" {
 		t.Errorf("webhook.out calls = %v, want one for A-1 under ac_evt_1/webhook.out", calls)
+	}
+
+	// What operators see of each step: its kind says what it sent.
+	d, err := ops.Show(context.Background(), r.Pool, "ac_evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.AddRefs(r.Server.Processor().Kinds())
+	refs := map[string]string{}
+	for _, c := range d.Claims {
+		for _, ref := range c.Refs {
+			refs[c.Step+" "+ref.Name] = ref.Value
+		}
+	}
+	want := map[string]string{
+		"webhook.out X-Outbox-Id":       "out-ac_evt_1/webhook.out",
+		"email.confirmation Message-ID": mail.MessageID("ac_evt_1/email.confirmation", "example.test"),
+	}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("refs of the event's steps (-want +got):\n%s", diff)
 	}
 }
 

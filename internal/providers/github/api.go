@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/bradleyfalzon/ghinstallation/v2"
 	"github.com/google/go-github/v88/github"
+
+	"github.com/paywebhooks/receiver/internal/reconcile"
 )
 
 // MarketplacePlan is a plan of the app's Marketplace listing.
@@ -62,7 +66,8 @@ type APIConfig struct {
 	// BaseURL is the REST API's base URL (GITHUB_API_URL); empty: GitHub's.
 	BaseURL string
 	// HTTPClient's transport carries the requests, under the app's JWT;
-	// nil: http.DefaultTransport with a 30 s timeout.
+	// nil: reconcile.NewClient's for BaseURL, which sends the JWT to
+	// BaseURL's origin only and bounds every run (see reconcile.Bound).
 	HTTPClient *http.Client
 	// Stubbed lists GitHub's stubbed Marketplace data instead of the
 	// listing's (/marketplace_listing/stubbed/…), for trying an app out.
@@ -98,10 +103,20 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.AppID <= 0 {
 		return nil, errors.New("github api: no app id")
 	}
-	hc := &http.Client{Timeout: 30 * time.Second}
+	var hc *http.Client
 	if cfg.HTTPClient != nil {
 		c := *cfg.HTTPClient
 		hc = &c
+	} else {
+		base := cfg.BaseURL
+		if base == "" {
+			base = defaultAPIURL
+		}
+		c, err := reconcile.NewClient(base)
+		if err != nil {
+			return nil, fmt.Errorf("github api: %w", err)
+		}
+		hc = c
 	}
 	tr := hc.Transport
 	if tr == nil {
@@ -131,17 +146,34 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	return &API{client: client}, nil
 }
 
-// Plans lists every plan of the listing, following the pages.
+// defaultAPIURL is GitHub's REST API (GITHUB_API_URL's default).
+const defaultAPIURL = "https://api.github.com"
+
+// Plans lists every plan of the listing, following the pages (each page
+// within the run's bounds: see AccountPages).
 func (a *API) Plans(ctx context.Context) ([]MarketplacePlan, error) {
 	var out []MarketplacePlan
+	pages, held := reconcile.NewPages(ctx), reconcile.Hold(ctx)
+	seen := map[int64]bool{}
 	opts := &github.ListOptions{PerPage: 100}
 	for {
+		if err := pages.Next(pageCursor(opts.Page)); err != nil {
+			return nil, fmt.Errorf("list marketplace plans: %w", err)
+		}
 		plans, resp, err := a.client.Marketplace.ListPlans(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list marketplace plans: %w", err)
 		}
+		fresh := 0
 		for _, p := range plans {
-			out = append(out, planOf(p))
+			if !seen[p.GetID()] {
+				seen[p.GetID()] = true
+				fresh++
+				out = append(out, planOf(p))
+			}
+		}
+		if err := errors.Join(pages.Got(fresh, resp.NextPage != 0), held.Add(fresh)); err != nil {
+			return nil, fmt.Errorf("list marketplace plans: %w", err)
 		}
 		if resp.NextPage == 0 {
 			return out, nil
@@ -150,24 +182,66 @@ func (a *API) Plans(ctx context.Context) ([]MarketplacePlan, error) {
 	}
 }
 
-// Accounts lists every account on the plan, following the pages.
-func (a *API) Accounts(ctx context.Context, planID int64) ([]MarketplaceAccount, error) {
-	var out []MarketplaceAccount
-	opts := &github.ListOptions{PerPage: 100}
-	for {
-		accounts, resp, err := a.client.Marketplace.ListPlanAccountsForPlan(ctx, planID, opts)
-		if err != nil {
-			return nil, fmt.Errorf("list accounts of marketplace plan %d: %w", planID, err)
+// AccountPages lists the accounts on the plan a page at a time, each
+// account once, for a consumer that bounds what it holds (reconcile.Held):
+// GitHub pages by number (Link: rel="next"), and a listing whose next page
+// is one it read before, or that says more follows a page of accounts it
+// had all listed already, stops the run (reconcile.Pages), as does one
+// longer than the run's pages.
+func (a *API) AccountPages(ctx context.Context, planID int64) iter.Seq2[[]MarketplaceAccount, error] {
+	return func(yield func([]MarketplaceAccount, error) bool) {
+		pages := reconcile.NewPages(ctx)
+		seen := map[int64]bool{}
+		opts := &github.ListOptions{PerPage: 100}
+		for {
+			if err := pages.Next(pageCursor(opts.Page)); err != nil {
+				yield(nil, fmt.Errorf("list accounts of marketplace plan %d: %w", planID, err))
+				return
+			}
+			accounts, resp, err := a.client.Marketplace.ListPlanAccountsForPlan(ctx, planID, opts)
+			if err != nil {
+				yield(nil, fmt.Errorf("list accounts of marketplace plan %d: %w", planID, err))
+				return
+			}
+			page := make([]MarketplaceAccount, 0, len(accounts))
+			for _, acc := range accounts {
+				if !seen[acc.GetID()] {
+					seen[acc.GetID()] = true
+					page = append(page, accountOf(acc))
+				}
+			}
+			if err := pages.Got(len(page), resp.NextPage != 0); err != nil {
+				yield(nil, fmt.Errorf("list accounts of marketplace plan %d: %w", planID, err))
+				return
+			}
+			if !yield(page, nil) || resp.NextPage == 0 {
+				return
+			}
+			opts.Page = resp.NextPage
 		}
-		for _, acc := range accounts {
-			out = append(out, accountOf(acc))
-		}
-		if resp.NextPage == 0 {
-			return out, nil
-		}
-		opts.Page = resp.NextPage
 	}
 }
+
+// Accounts lists every account on the plan, following the pages, within
+// the run's bound on what a listing may hold.
+func (a *API) Accounts(ctx context.Context, planID int64) ([]MarketplaceAccount, error) {
+	var out []MarketplaceAccount
+	held := reconcile.Hold(ctx)
+	for page, err := range a.AccountPages(ctx, planID) {
+		if err == nil {
+			err = held.Add(len(page))
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, page...)
+	}
+	return out, nil
+}
+
+// pageCursor is a page number as reconcile.Pages follows it; 0 (the first
+// page, asked for without a number) is page 1.
+func pageCursor(page int) string { return "page=" + strconv.Itoa(max(page, 1)) }
 
 func planOf(p *github.MarketplacePlan) MarketplacePlan {
 	if p == nil {

@@ -4,15 +4,41 @@
 // Marketplace purchases and GitHub Sponsors sponsorships on the transaction
 // that holds the event's claim.
 //
+// # A delivery's identity
+//
 // GitHub signs the body and nothing else: X-GitHub-Delivery, X-GitHub-Hook-ID
-// and X-GitHub-Event can be changed at will on a captured delivery. So a
-// delivery's dedupe key is "<X-GitHub-Hook-ID>:<X-GitHub-Delivery>" (a
-// redelivery keeps its GUID, and one GUID is shared by every hook that
-// receives the event), but it is bound to what is signed: the hash of the
-// hook id and raw body is unique among stored events, so the same body
-// replayed under a new GUID is a copy; the event type must agree with the
-// body; and orders only move forward (an older Marketplace or sponsorship
-// event changes nothing), whatever headers a replay carries.
+// and X-GitHub-Event can be changed at will on a captured delivery. So what
+// makes a delivery one event is what was signed, and the headers only name
+// it:
+//
+//   - The body hash (Event.BodyHash) is SHA-256 of the delivery's JSON
+//     payload (the body itself, or a form's payload field), and it is unique
+//     among stored events. The same signed payload is one event whatever
+//     GUID, hook id or content type it arrives with: a later arrival is a
+//     copy of the event first received, answered as its copies are
+//     (duplicate once it is done) and storing nothing. So are GitHub's own
+//     redelivery (the same GUID and body) and another hook's delivery of
+//     the same event (one GUID is shared by every hook that receives it).
+//   - The key is "<X-GitHub-Hook-ID>:<X-GitHub-Delivery>:<the first 16 hex
+//     digits of the body hash>": the headers as sent (so that an operator
+//     finds every row of a delivery with LIKE '%<guid>%'), then the body.
+//     A different body can therefore never take the key of another: a
+//     captured ping or push sent under a purchase's hook id and GUID before
+//     the purchase is an event of its own, and the purchase, arriving
+//     after it, is still claimed and acted on. (64 bits of the hash: two
+//     different payloads under one hook id and GUID would have to agree
+//     on them, and nobody but GitHub can sign a payload.)
+//   - The order an event creates records the event's key as
+//     orders.provider_event_id (unique), not the bare GUID, for the same
+//     reason: a signed purchase sent under another purchase's GUID makes
+//     its own order and blocks nobody's.
+//
+// Keys stored by earlier versions, "<hook id>:<GUID>" with a hash of the
+// hook id and the raw body, are left as they are; migration 000010 gives
+// their rows the body hash defined here, so a redelivery of such an event
+// (a new key now) is still a copy of it. The event type must agree with
+// the body, and orders only move forward (an older Marketplace or
+// sponsorship event changes nothing), whatever headers a replay carries.
 package github
 
 import (
@@ -24,6 +50,7 @@ import (
 	"encoding/json/jsontext"
 	"errors"
 	"fmt"
+	"hash"
 	"net/http"
 	"net/url"
 	"strings"
@@ -65,20 +92,22 @@ var Spec = webhooks.Spec{
 	SignatureHeaders: []string{HeaderSignature256, HeaderSignatureSHA1},
 	Types:            []string{"ping", "marketplace_purchase", "sponsorship"},
 	// GitHub signs no timestamp: a captured delivery stays valid for ever,
-	// and its key (with its body hash) is what makes a replay harmless.
+	// and its body hash is what makes a replay harmless.
 	// GitHub's own redelivery window is 3 days; 90 days of keys is the floor.
 	Retention:    90 * 24 * time.Hour,
 	OrderSources: []string{SourceMarketplace, SourceSponsors},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		return New(s.Secrets, s.NotifyEmail), nil
 	},
-	Sign: func(body []byte, secret string, _ time.Time) http.Header {
+	// GitHub signs the body only: the delivery's id and time go nowhere.
+	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":     {"application/json"},
 			"User-Agent":       {"GitHub-Hookshot/test"},
-			HeaderSignature256: {"sha256=" + hex.EncodeToString(Sign(body, secret))},
+			HeaderSignature256: {"sha256=" + hex.EncodeToString(Sign(in.Body, in.Secret))},
 		}
 	},
+	Example: example,
 }
 
 // Provider verifies and plans GitHub deliveries.
@@ -117,19 +146,28 @@ func (p *Provider) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Eve
 	}
 	ev.Body = payload
 	ev.Payload = shape
-	ev.BodyHash = BodyHash(hookID, body)
+	ev.BodyHash = BodyHash(payload)
+	ev.Key = Key(hookID, ev.ID, ev.BodyHash)
 	ev.SecretIndex = matched
 	return ev, nil
 }
 
-// BodyHash is what makes a signed body one delivery per hook, whatever
-// GUID it carries: SHA-256 of the hook id and the raw body as signed.
-func BodyHash(hookID string, body []byte) []byte {
-	h := sha256.New()
-	h.Write([]byte(hookID))
-	h.Write([]byte{0})
-	h.Write(body)
-	return h.Sum(nil)
+// BodyHash is what makes a signed payload one event, whatever GUID, hook
+// id or content type it arrives with: SHA-256 of the JSON payload (the
+// body, or a form's payload field), as stored in processed_events.body.
+func BodyHash(payload []byte) []byte {
+	sum := sha256.Sum256(payload)
+	return sum[:]
+}
+
+// keyHashLen is how many hex digits of the body hash end a key.
+const keyHashLen = 16
+
+// Key is the claim key of a delivery: the hook id and delivery GUID as
+// sent, then the first 16 hex digits of its body hash, so that no body
+// takes the key of another (see the package comment).
+func Key(hookID, guid string, bodyHash []byte) string {
+	return hookID + ":" + guid + ":" + hex.EncodeToString(bodyHash[:keyHashLen/2])
 }
 
 // verifySignature checks X-Hub-Signature-256 against every configured
@@ -146,10 +184,8 @@ func (p *Provider) verifySignature(h http.Header, body []byte) (int, error) {
 	if err != nil {
 		return -1, webhooks.Reject("invalid_header", err)
 	}
-	for i, secret := range p.secrets {
-		if hmac.Equal(got, Sign(body, secret)) {
-			return i, nil
-		}
+	if i := (webhooks.Signatures{got}).Match(p.secrets, func(mac hash.Hash) { mac.Write(body) }); i >= 0 {
+		return i, nil
 	}
 	return -1, webhooks.Reject("no_valid_signature", fmt.Errorf("signature matches none of %d secrets", len(p.secrets)))
 }
@@ -175,7 +211,8 @@ func Sign(body []byte, secret string) []byte {
 	return mac.Sum(nil)
 }
 
-// eventHeaders builds the event's identity from the delivery headers.
+// eventHeaders reads the event's type, delivery GUID and hook id from the
+// delivery headers; Verify keys the event once the body is read.
 func eventHeaders(h http.Header) (webhooks.Event, string, error) {
 	typ := h.Get(HeaderEvent)
 	if typ == "" {
@@ -194,7 +231,7 @@ func eventHeaders(h http.Header) (webhooks.Event, string, error) {
 			fmt.Errorf("event %s, delivery %s or hook id %s is not up to %d letters, digits, '.', '_' or '-'",
 				webhooks.Quote(typ, maxIDLen), webhooks.Quote(guid, maxIDLen), webhooks.Quote(hookID, maxIDLen), maxIDLen))
 	}
-	return webhooks.Event{Source: Source, Key: hookID + ":" + guid, ID: guid, Type: typ}, hookID, nil
+	return webhooks.Event{Source: Source, ID: guid, Type: typ}, hookID, nil
 }
 
 // keySafe reports whether s can go into a claim key or a row as it was

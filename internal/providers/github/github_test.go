@@ -1,6 +1,7 @@
 package github_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -44,7 +45,20 @@ const (
 	unsponsored  = "sponsorship.cancelled.json"
 	repurchased  = "marketplace_purchase.purchased.april"
 	sameBodyCopy = "marketplace_purchase.purchased.copy"
+	// The same body under another hook id and GUID.
+	otherHookCopy = "marketplace_purchase.purchased.copy.otherhook"
+	// Signed bodies sent first under the hook id and GUID of purchased
+	// (a name ending in .squat takes its GUID), to take its key.
+	pingSquat     = "ping.squat"
+	pushSquat     = "push.squat"
+	purchaseSquat = "marketplace_purchase.per_unit.squat"
+	// A purchase whose JSON repeats its plan: the second says it costs one
+	// cent.
+	repeatedPurchase = "marketplace_purchase.repeated"
 )
+
+// otherHookID is the hook id of a name ending in .otherhook.
+const otherHookID = "434343"
 
 // history is one coherent run of handled events (the fuzz target's seeds too).
 var history = []string{ping, purchased, perUnit, pending, changed, cancelled, sponsored, tierChanged, unsponsored}
@@ -78,6 +92,12 @@ var suite = cf.Suite{
 		"sponsorship.no_node_id":          {Fixture: sponsored, Replace: []string{`"node_id": "S_test_sponsorship_1",`, ``}},
 		"sponsorship.no_action":           {Fixture: sponsored, Replace: []string{`"action": "created",`, ``}},
 		"push":                            {Body: []byte(`{"ref":"refs/heads/main"}`)},
+		otherHookCopy:                     {Fixture: purchased},
+		pingSquat:                         {Body: []byte(`{"zen":"Keep it logically awesome.","hook_id":` + hookID + `,"hook":{"id":` + hookID + `}}`)},
+		pushSquat:                         {Body: []byte(`{"ref":"refs/heads/squat"}`)},
+		purchaseSquat:                     {Fixture: perUnit},
+		repeatedPurchase: {Fixture: purchased, Replace: []string{`"bullets": ["Everything"]`,
+			`"bullets": ["Everything"]},` + "\n" + `    "plan": {"monthly_price_in_cents": 1`}},
 	},
 	VerifyEvent: purchased,
 	Verify: []cf.Request{
@@ -127,9 +147,34 @@ var suite = cf.Suite{
 			Emails: []cf.Mail{welcome, cancellation, welcome}, Calls: []string{proCall, proCall}},
 		{Name: "OlderCancelAfterRepurchase", Given: []string{repurchased}, Deliver: cancelled, Want: []string{proPaid},
 			Emails: []cf.Mail{welcome}, Calls: []string{proCall}},
-		// GitHub signs the body only: the same body under a new GUID is a copy.
+		// GitHub signs the body only: the same body under a new GUID, or a
+		// new hook id and GUID, is a copy; it stores nothing.
 		{Name: "SameBodyNewGUID", Given: []string{purchased}, Deliver: sameBodyCopy, Outcome: webhooks.OutcomeDuplicate,
-			Want: []string{proPaid}, Emails: []cf.Mail{welcome}, Calls: []string{proCall}},
+			Want: []string{proPaid}, Emails: []cf.Mail{welcome}, Calls: []string{proCall},
+			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event'`, 1)},
+		{Name: "SameBodyNewHookAndGUID", Given: []string{purchased}, Deliver: otherHookCopy, Outcome: webhooks.OutcomeDuplicate,
+			Want: []string{proPaid}, Emails: []cf.Mail{welcome}, Calls: []string{proCall},
+			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event'`, 1)},
+		// No signed body takes the key of another: each squatter, sent
+		// first under the purchase's hook id and GUID, is an event of its
+		// own, and the purchase is still claimed and acted on.
+		{Name: "PurchaseAfterPingSquat", Given: []string{pingSquat}, Deliver: purchased, Want: []string{proPaid},
+			Steps: []string{welcomeEmail, fulfilledStep}, Emails: []cf.Mail{welcome}, Calls: []string{proCall},
+			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event' AND event_id = '`+guid(purchased)+`'`, 2)},
+		{Name: "PurchaseAfterPushSquat", Given: []string{pushSquat}, Deliver: purchased, Want: []string{proPaid},
+			Steps: []string{welcomeEmail, fulfilledStep}, Emails: []cf.Mail{welcome}, Calls: []string{proCall}},
+		// A signed purchase of another account under the purchase's GUID
+		// makes its own order (orders.provider_event_id is the event's key,
+		// not the GUID) and blocks nobody's.
+		{Name: "PurchaseAfterPurchaseSquat", Given: []string{purchaseSquat}, Deliver: purchased,
+			Want:   []string{proPaid, "github_marketplace account:2002 paid 20000 usd - 8:Team"},
+			Steps:  []string{welcomeEmail, fulfilledStep},
+			Emails: []cf.Mail{{To: rt.NotifyEmail, Contains: "200.00 USD (yearly)"}, welcome},
+			Calls:  []string{"github_marketplace account:2002 20000 usd -", proCall}},
+		// A body that repeats a member name is kept and parked, never read.
+		{Name: "RepeatedMemberNameParked", Deliver: repeatedPurchase, Outcome: webhooks.OutcomeParked,
+			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event' AND status = 'parked' AND body IS NOT NULL
+  AND last_error LIKE 'repeated member name "plan" in the object at "/marketplace_purchase"%'`, 1)},
 		{Name: "SponsorshipCreated", Deliver: sponsored, Want: []string{sponsorPaid}, Steps: []string{"email.notice=done"},
 			Emails: []cf.Mail{thanks}},
 		{Name: "SponsorshipCancelled", Given: []string{sponsored}, Deliver: unsponsored,
@@ -182,13 +227,20 @@ var suite = cf.Suite{
 func TestConformance(t *testing.T) { cf.Run(t, suite) }
 
 // header is the GitHub headers of a delivery of the named event: its type,
-// a delivery GUID of its own, and the hook id (a ping's, from its body).
+// a delivery GUID of its own (a squatter's: purchased's), and the hook id (a
+// ping's, from its body; a name ending in .otherhook, otherHookID).
 func header(name string, body []byte) http.Header {
 	event, _, _ := strings.Cut(name, ".")
 	h := http.Header{}
 	h.Set(github.HeaderEvent, event)
 	h.Set(github.HeaderDelivery, guid(name))
+	if strings.HasSuffix(name, ".squat") {
+		h.Set(github.HeaderDelivery, guid(purchased))
+	}
 	h.Set(github.HeaderHookID, hookID)
+	if strings.HasSuffix(name, ".otherhook") {
+		h.Set(github.HeaderHookID, otherHookID)
+	}
 	if event == "ping" {
 		var p struct {
 			HookID json.Number `json:"hook_id"`
@@ -254,24 +306,73 @@ func count(sql string, want int) func(*testing.T, *rt.Receiver, rt.Response) {
 	}
 }
 
-// TestSameGUIDTwoHooks: one GUID is shared by every hook that receives the
-// event: a claim per hook, one order, one email and one call.
-func TestSameGUIDTwoHooks(t *testing.T) {
-	r := rt.New(t)
-	body := fixture(purchased)
-	for _, hook := range []string{"111", "222", "111"} {
+// repeat returns the JSON object body with member appended as its last.
+func repeat(body []byte, member string) []byte {
+	b := bytes.TrimRight(body, " \t\r\n")
+	return append(append(bytes.Clone(b[:len(b)-1]), ","+member+"}"...), '\n')
+}
+
+// TestSameGUIDManyHooks: one GUID is shared by every hook that receives the
+// event. The same body, whichever hook, GUID or content type it comes
+// with, is one event: one claim, one order, one email and one call, and
+// every later copy is answered duplicate. Bodies that differ (an App's
+// hook adds its installation) are an event each, with one order between
+// them.
+func TestSameGUIDManyHooks(t *testing.T) {
+	post := func(t *testing.T, r *rt.Receiver, body []byte, hook, guid, ctype string) string {
+		t.Helper()
 		h := rt.Signed(github.Spec, body, header(purchased, body))
 		h.Set(github.HeaderHookID, hook)
-		if res := r.Post(t, "/webhooks/github", h, body); res.Status != 200 {
+		h.Set(github.HeaderDelivery, guid)
+		h.Set("Content-Type", ctype)
+		res := r.Post(t, "/webhooks/github", h, body)
+		if res.Status != 200 {
 			t.Fatalf("hook %s: status %d %s", hook, res.Status, res.Body)
 		}
+		return string(cf.Outcome(res))
 	}
-	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE kind = 'event' AND event_key LIKE $1`, "%"+guid(purchased)); n != 2 {
-		t.Errorf("event claims = %d, want 2 (one per hook)", n)
+	events := func(t *testing.T, r *rt.Receiver, want int) {
+		t.Helper()
+		if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE kind = 'event' AND event_key LIKE $1`, "%"+guid(purchased)+"%"); n != want {
+			t.Errorf("event claims = %d, want %d", n, want)
+		}
+		if diff := cmp.Diff([]string{proCall}, cf.Calls(r)); diff != "" || len(r.SMTP.Messages()) != 1 {
+			t.Errorf("emails %d, calls (-want +got):\n%s", len(r.SMTP.Messages()), diff)
+		}
 	}
-	if diff := cmp.Diff([]string{proCall}, cf.Calls(r)); diff != "" || len(r.SMTP.Messages()) != 1 {
-		t.Errorf("emails %d, calls (-want +got):\n%s", len(r.SMTP.Messages()), diff)
-	}
+	t.Run("SameBody", func(t *testing.T) {
+		r := rt.New(t)
+		body := fixture(purchased)
+		form := []byte("payload=" + url.QueryEscape(string(body)))
+		var got []string
+		for _, d := range []struct {
+			hook, guid, ctype string
+			body              []byte
+		}{
+			{"111", guid(purchased), "application/json", body},
+			{"222", guid(purchased), "application/json", body},
+			{"111", guid(purchased), "application/json", body},
+			{"333", "a-guid-of-its-own", "application/json", body},
+			{"222", guid(purchased), "application/x-www-form-urlencoded", form},
+		} {
+			got = append(got, post(t, r, d.body, d.hook, d.guid, d.ctype))
+		}
+		if diff := cmp.Diff([]string{"processed", "duplicate", "duplicate", "duplicate", "duplicate"}, got); diff != "" {
+			t.Errorf("outcomes (-want +got):\n%s", diff)
+		}
+		events(t, r, 1)
+	})
+	t.Run("BodiesThatDiffer", func(t *testing.T) {
+		r := rt.New(t)
+		body := fixture(purchased)
+		app := repeat(body, `"installation": {"id": 7}`)
+		got := []string{post(t, r, body, "111", guid(purchased), "application/json"),
+			post(t, r, app, "222", guid(purchased), "application/json")}
+		if diff := cmp.Diff([]string{"processed", "processed"}, got); diff != "" {
+			t.Errorf("outcomes (-want +got):\n%s", diff)
+		}
+		events(t, r, 2)
+	})
 }
 
 // TestVerify calls Verify directly, starting with GitHub's documented test
@@ -325,13 +426,13 @@ func TestVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := webhooks.Event{Source: "github", Key: "0:72d3162e-cc78-11e3-81ab-4c9367dc0958",
-			ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958", Type: "ping", Body: body, SecretIndex: 1,
-			BodyHash: github.BodyHash("0", body)}
+		sum := sha256.Sum256(body)
+		want := webhooks.Event{Source: "github", Key: "0:72d3162e-cc78-11e3-81ab-4c9367dc0958:" + hex.EncodeToString(sum[:8]),
+			ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958", Type: "ping", Body: body, SecretIndex: 1, BodyHash: sum[:]}
 		if diff := cmp.Diff(want, ev, cmpopts.IgnoreFields(webhooks.Event{}, "Payload")); diff != "" {
 			t.Fatalf("event (-want +got):\n%s", diff)
 		}
-		if ev, _ := p.Verify(h("ping", hookID, sig), body, time.Now()); ev.Key != hookID+":72d3162e-cc78-11e3-81ab-4c9367dc0958" {
+		if ev, _ := p.Verify(h("ping", hookID, sig), body, time.Now()); ev.Key != hookID+":72d3162e-cc78-11e3-81ab-4c9367dc0958:"+hex.EncodeToString(sum[:8]) {
 			t.Errorf("key with a hook id = %q", ev.Key)
 		}
 	})

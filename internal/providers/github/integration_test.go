@@ -55,7 +55,7 @@ func TestMarketplaceWithTheRealProcessor(t *testing.T) {
 	}
 	wantOrders := []string{
 		"order github_marketplace reconcile:marketplace:1001:purchased:7:20260105T100000Z account:1001  paid 1500 usd billing@acme.example 7:Pro",
-		"order github_marketplace guid-globex account:1002  paid 2000 usd  8:Team",
+		"order github_marketplace " + github.Key("0", "guid-globex", github.BodyHash(purchase)) + " account:1002  paid 2000 usd  8:Team",
 	}
 	if diff := cmp.Diff(wantOrders, r.Snapshot(t)); diff != "" {
 		t.Errorf("orders (-want +got):\n%s", diff)

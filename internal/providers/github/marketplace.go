@@ -10,11 +10,20 @@ package github
 // a duplicate and no step is ever sent twice. What cannot be corrected
 // safely (a paid order for an account GitHub no longer lists: the date of
 // its cancellation is unknown) is reported, never guessed.
+//
+// An account is only known to be listed on two plans once every plan is
+// read, so the listing is held whole, within the run's bounds
+// (reconcile.Held: at most Limits.MaxHeld accounts, and MaxHeldBytes of
+// responses read), which stop a listing that grows without end; so do a
+// page number GitHub gives twice and a page of accounts already listed
+// (reconcile.Pages).
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"maps"
 	"math"
@@ -37,7 +46,8 @@ const (
 // MarketplaceLister lists the app's Marketplace listing; *API is one.
 type MarketplaceLister interface {
 	Plans(ctx context.Context) ([]MarketplacePlan, error)
-	Accounts(ctx context.Context, planID int64) ([]MarketplaceAccount, error)
+	// AccountPages yields the accounts on a plan a page at a time.
+	AccountPages(ctx context.Context, planID int64) iter.Seq2[[]MarketplaceAccount, error]
 }
 
 // Marketplace reconciles the GitHub Marketplace orders with GitHub's
@@ -50,6 +60,9 @@ type Marketplace struct {
 	Store     *reconcile.Store
 	Log       *slog.Logger     // nil: slog.Default()
 	Now       func() time.Time // nil: time.Now
+	// Limits bound every run (zero fields: reconcile's defaults); the
+	// listing is held whole, within MaxHeld accounts and MaxHeldBytes.
+	Limits reconcile.Limits
 }
 
 // MarketplaceOptions are the options of one run, the flags of
@@ -230,6 +243,8 @@ func (m *Marketplace) Run(ctx context.Context, o MarketplaceOptions) (Marketplac
 	if o.Trigger == "" {
 		o.Trigger = reconcile.TriggerCLI
 	}
+	ctx, unbound := reconcile.Bound(ctx, m.Limits)
+	defer unbound()
 	if !o.DryRun {
 		release, err := m.Store.Lock(ctx, SourceMarketplace)
 		if err != nil {
@@ -241,11 +256,14 @@ func (m *Marketplace) Run(ctx context.Context, o MarketplaceOptions) (Marketplac
 	if !o.DryRun {
 		id, err := m.Store.StartRun(ctx, SourceMarketplace, o.Trigger)
 		if err != nil {
-			return sum, err
+			return sum, reconcile.Cause(ctx, err)
 		}
 		runID = id
 	}
-	err := m.reconcile(ctx, o, &sum)
+	err := reconcile.Cause(ctx, m.reconcile(ctx, o, &sum))
+	if errors.Is(err, reconcile.ErrStopped) {
+		err = fmt.Errorf("reconcile github marketplace: %w", err)
+	}
 	if err == nil && sum.Failed > 0 {
 		err = fmt.Errorf("reconcile github marketplace: %d corrections not processed: %w", sum.Failed, reconcile.ErrIncomplete)
 	}
@@ -279,21 +297,26 @@ func (m *Marketplace) reconcile(ctx context.Context, o MarketplaceOptions, sum *
 	}
 	sum.Plans = len(plans)
 	accounts := map[int64]*listed{}
+	held := reconcile.Hold(ctx)
 	for _, p := range plans {
-		as, err := m.API.Accounts(ctx, p.ID)
-		if err != nil {
-			return fmt.Errorf("reconcile github marketplace: %w", err)
-		}
-		for _, a := range as {
-			if a.Plan.ID == 0 {
-				a.Plan = p
+		for as, err := range m.API.AccountPages(ctx, p.ID) {
+			if err == nil {
+				err = held.Add(len(as))
 			}
-			if prev, ok := accounts[a.ID]; ok {
-				prev.twice = true
-				continue
+			if err != nil {
+				return fmt.Errorf("reconcile github marketplace: %w", err)
 			}
-			accounts[a.ID] = &listed{MarketplaceAccount: a}
-			sum.Accounts++
+			for _, a := range as {
+				if a.Plan.ID == 0 {
+					a.Plan = p
+				}
+				if prev, ok := accounts[a.ID]; ok {
+					prev.twice = true
+					continue
+				}
+				accounts[a.ID] = &listed{MarketplaceAccount: a}
+				sum.Accounts++
+			}
 		}
 	}
 

@@ -192,7 +192,7 @@ func (mp purchase) order(ev *webhooks.Event) (orders.Order, error) {
 	}
 	return orders.Order{
 		Source:          SourceMarketplace,
-		ProviderEventID: ev.ID,
+		ProviderEventID: ev.Key, // not the GUID alone: see the package comment
 		ExternalID:      "account:" + strconv.FormatInt(*mp.Account.ID, 10),
 		Status:          orders.StatusPaid,
 		AmountCents:     amount,
@@ -284,7 +284,7 @@ func (p *Provider) sponsorship(ev *webhooks.Event, pl *webhooks.Plan) error {
 	}
 	o := orders.Order{
 		Source:          SourceSponsors,
-		ProviderEventID: ev.ID,
+		ProviderEventID: ev.Key, // not the GUID alone: see the package comment
 		ExternalID:      sp.NodeID,
 		Status:          orders.StatusPaid,
 		AmountCents:     sp.Tier.MonthlyPriceInCents,

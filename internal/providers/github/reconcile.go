@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 
 	"github.com/paywebhooks/receiver/internal/reconcile"
@@ -35,15 +34,9 @@ var (
 	}
 	apiURL = webhooks.Var{
 		Name:    "GITHUB_API_URL",
-		Doc:     "GitHub's REST API base URL (tests point it at a local server)",
-		Default: "https://api.github.com",
-		Check: func(v string) error {
-			u, err := url.Parse(v)
-			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return errors.New("must be an absolute http(s) URL")
-			}
-			return nil
-		},
+		Doc:     "GitHub's REST API base URL: `https://`, or `http://` to a loopback host (tests point it at a local server)",
+		Default: defaultAPIURL,
+		Check:   reconcile.CheckAPIBase,
 	}
 )
 

@@ -1,6 +1,10 @@
 package paddle
 
-import "github.com/paywebhooks/receiver/internal/webhooks"
+import (
+	"strings"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
 
 // Fields are the fields of a decoded notification the handlers read, by
 // their names in Paddle's payload.
@@ -18,6 +22,15 @@ func Fields(ev webhooks.Event) map[string]string {
 	}
 	if d.Totals != nil {
 		f["totals.total"] = d.Totals.Total
+	}
+	if strings.HasPrefix(n.EventType, "subscription.") {
+		f["customer_id"] = d.CustomerID
+		if d.CurrentBillingPeriod != nil {
+			f["current_billing_period.ends_at"] = d.CurrentBillingPeriod.EndsAt
+		}
+		if d.ScheduledChange != nil {
+			f["scheduled_change.action"] = d.ScheduledChange.Action
+		}
 	}
 	return f
 }

@@ -2,8 +2,8 @@
 // verifies Paddle-Signature (one ts, every h1 against every secret, the ts
 // within a tolerance either way), reads the notifications this receiver
 // handles with types of its own, decoded once, and queues their orders,
-// refunds and failed payment attempts on the transaction that holds the
-// event's claim.
+// refunds, subscriptions and failed payment attempts on the transaction
+// that holds the event's claim.
 //
 // A notification's dedupe key is its event_id (evt_…): a retry, and a
 // replay Paddle makes of a notification (a new notification_id for the
@@ -90,12 +90,13 @@ var Spec = webhooks.Spec{
 		}
 		return New(s.Secrets, tol), nil
 	},
-	Sign: func(body []byte, secret string, at time.Time) http.Header {
+	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":  {"application/json"},
-			HeaderSignature: {SignatureHeader(body, at, secret)},
+			HeaderSignature: {SignatureHeader(in.Body, in.At, in.Secret)},
 		}
 	},
+	Example: example,
 }
 
 // tolerance reads PADDLE_SIGNATURE_TOLERANCE: "" is the default.
@@ -141,7 +142,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	}
 	matched := sig.Match(body, p.secrets)
 	if matched < 0 {
-		return webhooks.Event{}, webhooks.Reject("no_valid_signature",
+		fresh := webhooks.SignedFresh
+		if sig.Check(now, p.tolerance) != nil {
+			fresh = webhooks.SignedStale
+		}
+		return webhooks.Event{}, webhooks.RejectSignature(fresh,
 			fmt.Errorf("no h1 of %d matches any of %d secrets", len(sig.H1), len(p.secrets)))
 	}
 	if err := sig.Check(now, p.tolerance); err != nil {
@@ -161,8 +166,8 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 }
 
 // notification is a Paddle notification as this receiver reads it: the
-// envelope and, in one union, the fields of a transaction and of an
-// adjustment that the handlers need, decoded in one pass and kept as the
+// envelope and, in one union, the fields of a transaction, an adjustment
+// and a subscription that the handlers need, decoded in one pass and kept as the
 // Event's Payload. Paddle's own types (paddlenotification) need the
 // event type first, then decode every field of the entity: on a
 // transaction.completed, three to seven times the allocations and about
@@ -192,7 +197,8 @@ func (o *occurredAt) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// entity is the part of a transaction or an adjustment the handlers read.
+// entity is the part of a transaction, an adjustment or a subscription
+// the handlers read.
 type entity struct {
 	ID           string     `json:"id"`
 	Status       string     `json:"status"`
@@ -212,6 +218,13 @@ type entity struct {
 	Totals        *struct {
 		Total string `json:"total"`
 	} `json:"totals"` // adjustment
+	CustomerID           string `json:"customer_id"` // subscription (and transaction, adjustment: unread)
+	CurrentBillingPeriod *struct {
+		EndsAt string `json:"ends_at"`
+	} `json:"current_billing_period"` // subscription
+	ScheduledChange *struct {
+		Action string `json:"action"` // cancel, pause, resume
+	} `json:"scheduled_change"` // subscription
 }
 
 // customData is a transaction's custom_data, the merchant's own: only its

@@ -31,6 +31,13 @@ const (
 	adjPending = "adjustment.created.json"         // a refund of txn A, pending_approval
 	adjDone    = "adjustment.updated.json"         // the same refund, approved
 	customer   = "customer.created.json"           // not handled
+
+	subCreated   = "subscription.created.json"   // trialing, 2026-02-01
+	subActivated = "subscription.activated.json" // active, 2026-02-15
+	subUpdated   = "subscription.updated.json"   // active, cancel scheduled, 2026-02-20
+	subCanceled  = "subscription.canceled.json"  // canceled, 2026-03-15
+	refundPart1  = "refund.part1"                // an approved refund of 10.00 of txn A's 30.00
+	refundPart2  = "refund.part2"                // another, of 20.00
 )
 
 const (
@@ -41,9 +48,16 @@ const (
 	orderRefunded = "order " + txnA + " refunded 3000 usd buyer@example.com"
 	orderB        = "order " + txnB + " paid 3000 usd -"
 	refundRow     = "refund " + txnA + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd"
+	refundedAll   = "refunded " + txnA + " 3000 of 3000"
 	failureRow    = "payment_failure " + txnA + " declined 3000 usd"
 	callA         = "paddle " + txnA + " 3000 usd buyer@example.com"
 	callB         = "paddle " + txnB + " 3000 usd -"
+
+	sub          = "subscription sub_01jq4x5d8k9m2n3p4q5r6s7t8v "
+	subTrialing  = sub + "trialing customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-02-15 cancel_at_period_end=false"
+	subActive    = sub + "active customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-03-15 cancel_at_period_end=false"
+	subCancelled = sub + "active customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-03-15 cancel_at_period_end=true"
+	subEnded     = sub + "canceled customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=- cancel_at_period_end=false"
 )
 
 var (
@@ -59,6 +73,8 @@ var suite = cf.Suite{
 		`SELECT format('order %s %s %s %s %s', external_id, status, amount_cents, currency, coalesce(customer_email, '-')) FROM orders ORDER BY 1`,
 		`SELECT format('refund %s %s %s %s', payment_intent_id, charge_id, amount_refunded, currency) FROM refunds ORDER BY 1`,
 		`SELECT format('payment_failure %s %s %s %s', transaction_id, coalesce(error_code, '-'), amount_cents, currency) FROM paddle_payment_failures ORDER BY 1`,
+		`SELECT format('refunded %s %s of %s', external_id, amount_refunded_cents, amount_cents) FROM orders WHERE amount_refunded_cents > 0 ORDER BY 1`,
+		subscriptionsView,
 	},
 	Events: map[string]cf.Event{
 		"completed.b":          {Fixture: completed, Replace: []string{"evt_01jm9s346q3d25vt4f5v37e3s3", "evt_01jssz5awsh8vhtpre95b9ee0z", txnA, txnB, `"buyer@example.com"`, `null`}},
@@ -69,6 +85,15 @@ var suite = cf.Suite{
 		"credit":               {Fixture: adjDone, Replace: []string{`"action": "refund"`, `"action": "credit"`}},
 		"completed.bad_amount": {Fixture: completed, Replace: []string{`"grand_total": "3000"`, `"grand_total": "thirty"`}},
 		"completed.bad_type":   {Fixture: completed, Replace: []string{`"grand_total": "3000"`, `"grand_total": 3000`}},
+		refundPart1: {Fixture: adjDone, Replace: []string{"evt_01jbgj09tqm83xssss6ys3c4dw", "evt_01jq9part1000000000000000",
+			"adj_01jnth82f7ag3bckkdjwbhp1g2", "adj_01jq9part1000000000000000", `"3000"`, `"1000"`, `"type": "full"`, `"type": "partial"`}},
+		"refund.part1.created": {Fixture: adjDone, Replace: []string{"evt_01jbgj09tqm83xssss6ys3c4dw", "evt_01jq9part1created00000000",
+			"adjustment.updated", "adjustment.created",
+			"adj_01jnth82f7ag3bckkdjwbhp1g2", "adj_01jq9part1000000000000000", `"3000"`, `"1000"`, `"type": "full"`, `"type": "partial"`}},
+		refundPart2: {Fixture: adjDone, Replace: []string{"evt_01jbgj09tqm83xssss6ys3c4dw", "evt_01jq9part2000000000000000",
+			"adj_01jnth82f7ag3bckkdjwbhp1g2", "adj_01jq9part2000000000000000", `"3000"`, `"2000"`, `"type": "full"`, `"type": "partial"`}},
+		"subscription.updated.late": {Fixture: subUpdated, Replace: []string{"evt_01jqp7r30a1b2c3d4e5f6g7h8m", "evt_01jrz0late0000000000000000",
+			"2026-02-20T08:30:12.004521Z", "2026-04-01T00:00:00.000000Z"}},
 	},
 	VerifyEvent: completed,
 	Verify: []cf.Request{
@@ -111,19 +136,45 @@ var suite = cf.Suite{
 			Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
 		{Name: "RefundPendingApproval", Given: []string{completed}, Deliver: adjPending, Want: []string{orderPaid},
 			Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
-		{Name: "RefundApproved", Given: []string{completed, adjPending}, Deliver: adjDone, Want: []string{orderRefunded, refundRow},
+		{Name: "RefundApproved", Given: []string{completed, adjPending}, Deliver: adjDone, Want: []string{orderRefunded, refundRow, refundedAll},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
-		{Name: "RefundApprovedAtCreation", Given: []string{completed}, Deliver: "refund.at_creation", Want: []string{orderRefunded, refundRow},
+		{Name: "RefundApprovedAtCreation", Given: []string{completed}, Deliver: "refund.at_creation", Want: []string{orderRefunded, refundRow, refundedAll},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
 		{Name: "RefundApprovedTwice", Given: []string{completed, "refund.at_creation"}, Deliver: adjDone,
-			Want: []string{orderRefunded, refundRow, refundRow}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
+			Want: []string{orderRefunded, refundRow, refundRow, refundedAll}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
 		// The order starts refunded: no confirmation, no fulfillment, and no
 		// refund email (no order, so no address, when the refund came).
-		{Name: "RefundBeforeOrder", Given: []string{adjDone}, Deliver: completed, Want: []string{orderRefunded, refundRow}},
+		{Name: "RefundBeforeOrder", Given: []string{adjDone}, Deliver: completed, Want: []string{orderRefunded, refundRow, refundedAll}},
 		{Name: "RefundWithoutAddress", Given: []string{"completed.b"}, Deliver: "refund.b",
-			Want:  []string{"order " + txnB + " refunded 3000 usd -", "refund " + txnB + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd"},
+			Want: []string{"order " + txnB + " refunded 3000 usd -", "refund " + txnB + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd",
+				"refunded " + txnB + " 3000 of 3000"},
 			Calls: []string{callB}},
 		{Name: "RefundRejected", Deliver: "refund.rejected"},
+		// Refunds by amount: the transaction's refunded sum is its approved
+		// refund adjustments', each once.
+		{Name: "PartialRefund", Given: []string{completed}, Deliver: refundPart1,
+			Want:  []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refunded " + txnA + " 1000 of 3000"},
+			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"}},
+			Calls: []string{callA}},
+		{Name: "PartialRefundsAddUp", Given: []string{completed, refundPart1}, Deliver: refundPart2,
+			Want: []string{orderRefunded, "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refund " + txnA + " adj_01jq9part2000000000000000 2000 usd",
+				"refunded " + txnA + " 3000 of 3000"},
+			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"},
+				{To: "buyer@example.com", Contains: "We have refunded 20.00 USD"}}, Calls: []string{callA}},
+		{Name: "AdjustmentCountedOnce", Given: []string{completed, "refund.part1.created"}, Deliver: refundPart1,
+			Want: []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd",
+				"refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refunded " + txnA + " 1000 of 3000"},
+			Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"}}, Calls: []string{callA}},
+		{Name: "PartialRefundBeforeOrder", Given: []string{refundPart1}, Deliver: completed,
+			Want:  []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refunded " + txnA + " 1000 of 3000"},
+			Steps: paidSteps, Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
+		// Subscriptions: the newest occurred_at wins; canceled is final.
+		{Name: "SubscriptionCreated", Deliver: subCreated, Want: []string{subTrialing}},
+		{Name: "SubscriptionActivated", Given: []string{subCreated}, Deliver: subActivated, Want: []string{subActive}},
+		{Name: "SubscriptionOlderChangesNothing", Given: []string{subUpdated}, Deliver: subActivated, Want: []string{subCancelled}},
+		{Name: "SubscriptionCanceledKeepsItsPeriod", Given: []string{subUpdated}, Deliver: subCanceled, Want: []string{subEnded}},
+		{Name: "SubscriptionCanceledIsFinal", Given: []string{subCanceled}, Deliver: "subscription.updated.late",
+			Want: []string{subEnded}},
 		{Name: "CreditIgnored", Deliver: "credit", Outcome: webhooks.OutcomeIgnored},
 		{Name: "UnhandledType", Deliver: customer, Outcome: webhooks.OutcomeIgnored,
 			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event' AND event_type = 'customer.created' AND outcome = 'ignored'`, 1)},
@@ -132,19 +183,32 @@ var suite = cf.Suite{
 		{Name: "UnexpectedTypeParked", Deliver: "completed.bad_type", Outcome: webhooks.OutcomeParked,
 			Check: count(`SELECT count(*) FROM processed_events WHERE status = 'parked' AND last_error LIKE '%grand_total%'`, 1)},
 	},
-	History: []string{failed, completed, adjPending, adjDone, "completed.b", customer},
+	History: []string{failed, completed, adjPending, adjDone, "completed.b", customer, refundPart1, "refund.part1.created", refundPart2,
+		subCreated, subActivated, subUpdated, subCanceled},
 	Sequences: map[string][]string{
 		"FailureThenPayment": {failed, completed},
 		"Refund":             {completed, adjDone},
 		"RefundApproval":     {completed, adjPending, adjDone},
+		"PartialRefunds":     {completed, refundPart1, refundPart2},
+		"Subscription":       {subCreated, subActivated, subUpdated, subCanceled},
 	},
 	Samples: &cf.Samples{Provider: "paddle", Expect: map[string]cf.Sample{
 		"transaction.completed.paddle-go-sdk.json": {Want: []string{"order txn_01hywqfe6yxhxcsfb4ays8mqt3 paid 950 gbp -"},
 			Calls: []string{"paddle txn_01hywqfe6yxhxcsfb4ays8mqt3 950 gbp -"}},
-		"transaction.updated.paddle-go-sdk.json":  {Outcome: webhooks.OutcomeIgnored},
-		"subscription.created.paddle-go-sdk.json": {Outcome: webhooks.OutcomeIgnored},
+		"transaction.updated.paddle-go-sdk.json": {Outcome: webhooks.OutcomeIgnored},
+		"subscription.created.paddle-go-sdk.json": {
+			Want: []string{"subscription sub_01hv9770y40xzc823155s0z4zz active customer=ctm_01hv976dcgq4wmyrp8yq7asfmj period_end=2024-05-12 cancel_at_period_end=false"}},
+		"subscription.updated.paddle-php-sdk.json": {
+			Want: []string{"subscription sub_01gyssnczp81czs49zcprm6hfv past_due customer=ctm_01gyssmfx5rnmk4dt8qx88v0ee period_end=2023-12-24 cancel_at_period_end=false"}},
+		// A refund still pending_approval: acknowledged, no money moves.
+		"adjustment.updated.paddle-php-sdk.json": {},
 	}},
 }
+
+// subscriptionsView is the subscriptions of the View.
+const subscriptionsView = `SELECT format('subscription %s %s customer=%s period_end=%s cancel_at_period_end=%s', external_id, status,
+    coalesce(customer_id, '-'), coalesce(to_char(current_period_end AT TIME ZONE 'UTC', 'YYYY-MM-DD'), '-'), cancel_at_period_end::text)
+FROM subscriptions ORDER BY 1`
 
 func TestConformance(t *testing.T) { cf.Run(t, suite) }
 
@@ -293,11 +357,14 @@ func TestOrderStartsRefundedWhenRacing(t *testing.T) {
 // on the SDK's own sample when the shared samples are present.
 func TestDecodeAgreesWithSDKTypes(t *testing.T) {
 	bodies := map[string][]byte{}
-	for _, name := range []string{completed, failed, adjPending, adjDone} {
+	for _, name := range []string{completed, failed, adjPending, adjDone, subCreated, subActivated, subUpdated, subCanceled} {
 		bodies[name] = suite.Body(t, name)
 	}
-	if b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "shared", "samples", "paddle", "transaction.completed.paddle-go-sdk.json")); err == nil {
-		bodies["sample"] = b
+	for _, sample := range []string{"transaction.completed.paddle-go-sdk.json", "subscription.created.paddle-go-sdk.json",
+		"subscription.updated.paddle-php-sdk.json", "adjustment.updated.paddle-php-sdk.json"} {
+		if b, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "shared", "samples", "paddle", sample)); err == nil {
+			bodies[sample] = b
+		}
 	}
 	for name, body := range bodies {
 		ev, err := paddle.Decode(body)
@@ -318,6 +385,27 @@ func TestDecodeAgreesWithSDKTypes(t *testing.T) {
 				want["payments[0].error_code"] = string(*d.Payments[0].ErrorCode)
 			}
 			want["action"], want["transaction_id"] = "", ""
+		} else if strings.HasPrefix(ev.Type, "subscription.") {
+			var n paddlenotification.SubscriptionUpdated // every subscription event carries a SubscriptionNotification
+			if err := json.Unmarshal(body, &n); err != nil {
+				t.Fatalf("%s: the SDK: %v", name, err)
+			}
+			d := n.Data
+			want["id"], want["status"], want["currency_code"], want["customer_id"] = d.ID, string(d.Status), string(d.CurrencyCode), d.CustomerID
+			if d.CurrentBillingPeriod != nil {
+				want["current_billing_period.ends_at"] = d.CurrentBillingPeriod.EndsAt
+			}
+			if d.ScheduledChange != nil {
+				want["scheduled_change.action"] = string(d.ScheduledChange.Action)
+			}
+			want["custom_data.email"], want["action"], want["transaction_id"] = "", "", ""
+			if ev.Type == "subscription.created" { // its data also names the transaction that created it
+				var c paddlenotification.SubscriptionCreated
+				if err := json.Unmarshal(body, &c); err != nil {
+					t.Fatalf("%s: the SDK: %v", name, err)
+				}
+				want["transaction_id"] = c.Data.TransactionID
+			}
 		} else {
 			var n paddlenotification.AdjustmentCreated
 			if err := json.Unmarshal(body, &n); err != nil {
@@ -331,5 +419,38 @@ func TestDecodeAgreesWithSDKTypes(t *testing.T) {
 		if diff := cmp.Diff(want, paddle.Fields(ev)); diff != "" {
 			t.Errorf("%s (-SDK +receiver):\n%s", name, diff)
 		}
+	}
+}
+
+// TestPartialRefundsRacing: a transaction and its two partial refund
+// adjustments, delivered at the same moment, add up to the whole amount
+// whichever commits first: the refunds of one transaction are serialised,
+// so neither sum misses the other's adjustment.
+func TestPartialRefundsRacing(t *testing.T) {
+	r := rt.New(t)
+	const rounds = 10
+	var bodies [][]byte
+	for i := range rounds {
+		sfx := fmt.Sprintf("%02d", i)
+		txn := "txn_race" + sfx
+		for _, name := range []string{completed, refundPart1, refundPart2} {
+			b := suite.Body(t, name)
+			b = []byte(strings.NewReplacer(txnA, txn, "evt_01jm9s346q3d25vt4f5v37e3s3", "evt_race_co"+sfx,
+				"evt_01jq9part1000000000000000", "evt_race_p1"+sfx, "evt_01jq9part2000000000000000", "evt_race_p2"+sfx,
+				"adj_01jq9part1000000000000000", "adj_race1"+sfx, "adj_01jq9part2000000000000000", "adj_race2"+sfx).Replace(string(b)))
+			bodies = append(bodies, b)
+		}
+	}
+	done := make(chan rt.Response, len(bodies))
+	for _, b := range bodies {
+		go func() { done <- r.Deliver(t, paddle.Spec, b, nil) }()
+	}
+	for range bodies {
+		if res := <-done; res.Status != 200 {
+			t.Fatalf("status %d %s", res.Status, res.Body)
+		}
+	}
+	if n := r.Count(t, `SELECT count(*) FROM orders WHERE status = 'refunded' AND amount_refunded_cents = 3000`); n != rounds {
+		t.Errorf("%d of %d orders refunded 3000", n, rounds)
 	}
 }

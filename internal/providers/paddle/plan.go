@@ -2,12 +2,15 @@ package paddle
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/subscriptions"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -20,16 +23,19 @@ const (
 )
 
 // handledTypes are the event types Plan acts on.
-var handledTypes = []string{"transaction.completed", "transaction.payment_failed", "adjustment.created", "adjustment.updated"}
+var handledTypes = []string{"transaction.completed", "transaction.payment_failed", "adjustment.created", "adjustment.updated",
+	"subscription.created", "subscription.activated", "subscription.updated", "subscription.trialing",
+	"subscription.past_due", "subscription.paused", "subscription.resumed", "subscription.canceled"}
+
+// finalSubscription are the statuses a Paddle subscription never leaves.
+var finalSubscription = []string{"canceled"}
 
 // Plan implements webhooks.Provider: the contract's Paddle table. Each
 // write is safe on its own to run twice, and every step is planned on the
 // condition that this event changed the state, so even a replay past an
 // emptied processed_events changes nothing and sends nothing.
 func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
-	switch ev.Type {
-	case "transaction.completed", "transaction.payment_failed", "adjustment.created", "adjustment.updated":
-	default:
+	if !slices.Contains(handledTypes, ev.Type) {
 		return webhooks.ErrUnhandled
 	}
 	n, ok := ev.Payload.(*notification)
@@ -48,8 +54,42 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 		return transactionCompleted(ev, n.Data, plan)
 	case "transaction.payment_failed":
 		return paymentFailed(ev, n.Data, plan)
+	case "adjustment.created", "adjustment.updated":
+		return adjustment(ev, n.Data, plan)
 	}
-	return adjustment(ev, n.Data, plan)
+	return subscription(ev, n, plan)
+}
+
+// subscription applies a subscription.* event: the subscription takes the
+// event's state unless an event that occurred later was applied (by
+// occurred_at; of the same time, the later arrival wins) or it is
+// canceled, which is final. See internal/subscriptions.
+func subscription(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
+	d := n.Data
+	if d.ID == "" || d.Status == "" {
+		return webhooks.Unprocessable("%s %s: the subscription has no id or status", ev.Type, ev.ID)
+	}
+	at, err := time.Parse(time.RFC3339Nano, string(n.OccurredAt))
+	if err != nil {
+		return webhooks.Unprocessable("%s %s: occurred_at %s is not a time to order it by", ev.Type, ev.ID,
+			webhooks.Quote(string(n.OccurredAt), 40))
+	}
+	sub := subscriptions.Subscription{
+		Source:            Source,
+		ExternalID:        d.ID,
+		Status:            d.Status,
+		CustomerID:        d.CustomerID,
+		CancelAtPeriodEnd: d.ScheduledChange != nil && d.ScheduledChange.Action == "cancel",
+		EventID:           ev.ID,
+		At:                at,
+	}
+	if d.CurrentBillingPeriod != nil {
+		if end, err := time.Parse(time.RFC3339Nano, d.CurrentBillingPeriod.EndsAt); err == nil {
+			sub.CurrentPeriodEnd = end
+		}
+	}
+	subscriptions.Apply(plan, sub, finalSubscription)
+	return nil
 }
 
 // transaction is a transaction as the handlers use it.
@@ -84,9 +124,10 @@ func amount(s string) (int64, error) {
 	return n, nil
 }
 
-// transactionCompleted records the transaction's order paid (refunded if
-// its refund came first) and, when this event made it paid, plans the
-// confirmation (when an address is known) and the fulfillment call.
+// transactionCompleted records the transaction's order paid (partially
+// refunded or refunded if its refunds came first) and, when this event
+// made it paid or partially refunded, plans the confirmation (when an
+// address is known) and the fulfillment call.
 func transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
 	tx, err := readTransaction(ev, d)
 	if err != nil {
@@ -103,7 +144,7 @@ func transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) er
 		CustomerEmail:   tx.Email,
 	}
 	orders.Create(plan, o, orders.Position{})
-	cond, args := orders.Changed(Source, tx.ID, orders.StatusPaid)
+	cond, args := orders.Changed(Source, tx.ID, orders.Sold...)
 	if tx.Email != "" {
 		plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation", To: tx.Email}), cond, args...)
 	}
@@ -134,10 +175,12 @@ func paymentFailed(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
 	return nil
 }
 
-// adjustment handles an approved refund: the refund is recorded and the
-// transaction's paid order becomes refunded (an order that arrives later
-// starts refunded). The refund email goes to the order's address, when
-// this event refunded an order that has one. A refund not yet approved
+// adjustment handles an approved refund: the refund is recorded, once per
+// adjustment, and the transaction's order has refunded the sum of its
+// approved refund adjustments (partially_refunded below its amount,
+// refunded at it; an order that arrives later starts with them). The
+// refund email goes once per adjustment, to the order's address, when the
+// order is known and has one. A refund not yet approved
 // (pending_approval), rejected or reversed changes nothing; other actions
 // (credit, chargeback, …) are not handled.
 func adjustment(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
@@ -162,7 +205,7 @@ func adjustment(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
 		AmountRefunded:  total,
 		Currency:        currency,
 	})
-	cond, args := orders.Changed(Source, d.TransactionID, orders.StatusRefunded)
+	cond, args := orders.RefundRecorded(ev.ID)
 	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund",
 		Data: map[string]any{"PaymentIntentID": d.TransactionID, "AmountRefunded": total, "Currency": currency}}),
 		withAddress(cond), args...)
@@ -170,7 +213,8 @@ func adjustment(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
 }
 
 // withAddress narrows a condition that puts an order in the step's payload
-// (orders.Changed) to an order with an email address.
+// (orders.Changed, orders.RefundRecorded) to an order with an email
+// address.
 func withAddress(cond string) string {
 	return `SELECT c.patch FROM (` + cond + `) AS c(patch) WHERE c.patch -> 'order' ->> 'customer_email' <> ''`
 }
@@ -201,6 +245,6 @@ SELECT $1, $2, NULLIF($3, ''), $4, $5 WHERE receiver_claimed() ON CONFLICT DO NO
 func failureToNotify(eventID, transactionID string) (string, []any) {
 	return `SELECT NULL::jsonb FROM paddle_payment_failures f
 WHERE f.provider_event_id = $1 AND f.xmin = pg_current_xact_id()::xid
-  AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.source = $2 AND o.external_id = $3 AND o.status IN ('paid', 'refunded'))`,
+  AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.source = $2 AND o.external_id = $3 AND o.status IN ('paid', 'partially_refunded', 'refunded'))`,
 		[]any{eventID, Source, transactionID}
 }

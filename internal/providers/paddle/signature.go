@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
 	"time"
@@ -22,7 +23,7 @@ const HeaderSignature = "Paddle-Signature"
 type Signature struct {
 	TS string // the ts= digits, signed as sent
 	At int64  // ts, in Unix seconds
-	H1 [][]byte
+	H1 webhooks.Signatures
 }
 
 var errInvalidHeader = errors.New("invalid Paddle-Signature header")
@@ -73,18 +74,10 @@ func digits(s string) bool {
 	return true
 }
 
-// Match tries every h1 against every secret, each comparison in constant
-// time, and returns the position of the secret that signed body, or -1.
+// Match tries every h1 against every secret (webhooks.Signatures) and
+// returns the position of the secret that signed body, or -1.
 func (s Signature) Match(body []byte, secrets []string) int {
-	for i, secret := range secrets {
-		want := Sign(body, secret, s.TS)
-		for _, got := range s.H1 {
-			if hmac.Equal(want, got) {
-				return i
-			}
-		}
-	}
-	return -1
+	return s.H1.Match(secrets, func(mac hash.Hash) { signed(mac, body, s.TS) })
 }
 
 // Check refuses a timestamp more than tolerance away from now, in either
@@ -104,10 +97,15 @@ func (s Signature) Check(now time.Time, tolerance time.Duration) error {
 // destination's secret key over "<ts>:<raw body>".
 func Sign(body []byte, secret, ts string) []byte {
 	mac := hmac.New(sha256.New, []byte(secret))
+	signed(mac, body, ts)
+	return mac.Sum(nil)
+}
+
+// signed writes what Paddle signs, "<ts>:<raw body>", to mac.
+func signed(mac hash.Hash, body []byte, ts string) {
 	mac.Write([]byte(ts))
 	mac.Write([]byte{':'})
 	mac.Write(body)
-	return mac.Sum(nil)
 }
 
 // SignatureHeader is the Paddle-Signature of body signed with each of

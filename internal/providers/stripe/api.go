@@ -52,6 +52,11 @@ type Query struct {
 	// FailedOnly lists only the events not yet delivered successfully to
 	// every endpoint, pending ones included (delivery_success=false).
 	FailedOnly bool
+	// Account lists the events of this connected account (acct_…) instead
+	// of the platform's own, with the Stripe-Account header. Such events
+	// carry the account in their top-level "account", as their deliveries
+	// to a Connect endpoint do.
+	Account string
 }
 
 // APIConfig configures the Stripe API client.
@@ -61,8 +66,9 @@ type APIConfig struct {
 	Key string
 	// BaseURL is the API's base URL (STRIPE_API_BASE); empty: Stripe's.
 	BaseURL string
-	// HTTPClient makes the requests; nil: stripe-go's default (80 s
-	// timeout).
+	// HTTPClient makes the requests; nil: reconcile.NewClient's for
+	// BaseURL, which sends the key to BaseURL's origin only and bounds
+	// every run (see reconcile.Bound).
 	HTTPClient *http.Client
 	// MaxNetworkRetries is how often stripe-go retries a request that
 	// failed in a way Stripe says is safe to retry; nil: stripe-go's
@@ -87,6 +93,17 @@ type API struct {
 func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Key == "" {
 		return nil, errors.New("stripe api: no API key")
+	}
+	if cfg.HTTPClient == nil {
+		base := cfg.BaseURL
+		if base == "" {
+			base = stripego.APIURL
+		}
+		hc, err := reconcile.NewClient(base)
+		if err != nil {
+			return nil, fmt.Errorf("stripe api: %w", err)
+		}
+		cfg.HTTPClient = hc
 	}
 	bc := &stripego.BackendConfig{
 		HTTPClient:        cfg.HTTPClient,
@@ -185,8 +202,13 @@ var errStopped = errors.New("stopped")
 // params are the filters of q as stripe-go list parameters.
 func (a *API) params(ctx context.Context, q Query) *stripego.EventListParams {
 	p := &stripego.EventListParams{}
-	p.Context = ctx
+	// Each listing (each stripe-go iterator) follows its own pages within
+	// the run (see eventsBackend.CallRaw).
+	p.Context = context.WithValue(ctx, pagesKey{}, reconcile.NewPages(ctx))
 	p.Limit = stripego.Int64(a.pageSize)
+	if q.Account != "" {
+		p.SetStripeAccount(q.Account)
+	}
 	if len(q.Types) > 0 {
 		p.Types = stripego.StringSlice(q.Types)
 	}
@@ -399,9 +421,19 @@ func rawEvents(list *stripego.EventList) (map[string][]byte, error) {
 // fail the whole page and stop the reconciliation: such an event is kept
 // with its envelope (id, type, created), which is all the iterator and the
 // listing use, and its raw JSON, which is all the processor uses.
+//
+// It also follows each listing's pages (reconcile.Pages): stripe-go's
+// iterator asks for the next page, with the newest (ending_before) or
+// oldest (starting_after) event of the last one as its cursor, for as long
+// as the API says has_more, so an API that repeats a page would be listed
+// for ever; one that says has_more with an empty page would end the
+// listing silently, as if it were complete. Both stop the run instead.
 type eventsBackend struct {
 	stripego.Backend
 }
+
+// pagesKey carries a listing's reconcile.Pages in its requests' context.
+type pagesKey struct{}
 
 // CallRaw is what event.Client.List calls for each page.
 func (b eventsBackend) CallRaw(method, path, key string, body *form.Values, params *stripego.Params, v stripego.LastResponseSetter) error {
@@ -409,9 +441,31 @@ func (b eventsBackend) CallRaw(method, path, key string, body *form.Values, para
 	if !ok {
 		return b.Backend.CallRaw(method, path, key, body, params, v)
 	}
+	var pages *reconcile.Pages
+	if params != nil && params.Context != nil {
+		pages, _ = params.Context.Value(pagesKey{}).(*reconcile.Pages)
+	}
+	if pages != nil {
+		cursor := ""
+		if body != nil {
+			for _, name := range []string{"ending_before", "starting_after"} {
+				if c := body.Get(name); len(c) > 0 {
+					cursor = name + "=" + c[0]
+				}
+			}
+		}
+		if err := pages.Next(cursor); err != nil {
+			return err
+		}
+	}
 	var page rawList
 	if err := b.Backend.CallRaw(method, path, key, body, params, &page); err != nil {
 		return err
+	}
+	if pages != nil {
+		if err := pages.Got(len(page.Data), page.HasMore); err != nil {
+			return err
+		}
 	}
 	list.HasMore, list.URL = page.HasMore, page.URL
 	list.Data = make([]*stripego.Event, len(page.Data))

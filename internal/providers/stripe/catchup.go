@@ -9,6 +9,18 @@ package stripe
 // stored body is its JSON object byte for byte as the API returned it, and
 // it is marked Via "reconcile". The last event reconciled is kept
 // (reconcile_cursors) so that --resume continues where a run stopped.
+//
+// A platform with connected accounts (STRIPE_CONNECT_ACCOUNTS) has their
+// events too: those are not in the platform's own listing, but in each
+// account's, read with the Stripe-Account header. A run lists the
+// platform's events, then each listed account's, each with a cursor of its
+// own (its scope ends with "account=acct_…"). An account list of "*"
+// cannot be enumerated from the events API: the run says so, and lists
+// the platform's own events only.
+//
+// Every run is bounded (reconcile.Bound, CatchUp.Limits): its time, its
+// requests and pages, each response; a listing that repeats a cursor, or
+// says has_more after an empty page, stops it.
 
 import (
 	"context"
@@ -50,6 +62,15 @@ type CatchUp struct {
 	Store     *reconcile.Store
 	Log       *slog.Logger     // nil: slog.Default()
 	Now       func() time.Time // nil: time.Now
+	// Limits bound every run (zero fields: reconcile's defaults).
+	Limits reconcile.Limits
+	// Accounts are the connected accounts (acct_…) whose events a run
+	// lists after the platform's own (STRIPE_CONNECT_ACCOUNTS).
+	Accounts []string
+	// AllAccounts is STRIPE_CONNECT_ACCOUNTS=*: events of every connected
+	// account are acted on, but which accounts there are cannot be listed
+	// from the events API; a run says so in its summary (Note).
+	AllAccounts bool
 }
 
 // CatchUpOptions are the options of one run, the flags of
@@ -102,6 +123,7 @@ const (
 
 // EventReport is one event of a run and what became of it.
 type EventReport struct {
+	Account     string // the connected account whose event it is; "": the platform's
 	ID          string
 	Type        string
 	Created     time.Time
@@ -135,7 +157,29 @@ type CatchUpSummary struct {
 	Cursor reconcile.Cursor `json:"cursor"`
 	// Through is the creation time of the last event listed.
 	Through time.Time `json:"through,omitzero"`
+
+	// Accounts are the listings of connected accounts (CatchUp.Accounts),
+	// each with its own scope, window and cursor; the counts above are the
+	// totals of every listing, the platform's and theirs. From, Cursor and
+	// Through above are the platform's.
+	Accounts []AccountSummary `json:"accounts,omitempty"`
+	// Note says what the run could not cover (STRIPE_CONNECT_ACCOUNTS=*).
+	Note string `json:"note,omitempty"`
 }
+
+// AccountSummary is what a run found and did in one connected account's
+// events.
+type AccountSummary struct {
+	Account string `json:"account"`
+	CatchUpSummary
+	// Error is why the account's listing failed, if it did; the run went
+	// on with the next account.
+	Error string `json:"error,omitempty"`
+}
+
+// NoteAllAccounts is the summary's Note when STRIPE_CONNECT_ACCOUNTS is *.
+const NoteAllAccounts = "STRIPE_CONNECT_ACCOUNTS is *: the events API cannot enumerate connected accounts, " +
+	"so no connected account's events were listed; list the accounts (acct_…) to reconcile theirs"
 
 // Missed is how many events this run found that had never been delivered
 // and that the receiver handles (ignored types are not counted: an
@@ -177,7 +221,36 @@ func (s CatchUpSummary) String() string {
 	if s.Cursor.ID != "" {
 		fmt.Fprintf(&b, "; cursor %s (%s)", s.Cursor.ID, s.Cursor.Created.UTC().Format(time.RFC3339))
 	}
+	for _, a := range s.Accounts {
+		fmt.Fprintf(&b, "; %s: %d found, %d already known", a.Account, a.Found, a.Known)
+		if s.DryRun {
+			fmt.Fprintf(&b, ", %d would be processed", a.WouldProcess)
+		} else {
+			fmt.Fprintf(&b, ", %d processed", a.Processed)
+		}
+		if a.Error != "" {
+			fmt.Fprintf(&b, ", failed: %s", a.Error)
+		}
+	}
+	if s.Note != "" {
+		fmt.Fprintf(&b, "; %s", s.Note)
+	}
 	return b.String()
+}
+
+// add counts a connected account's listing into the run's totals.
+func (s *CatchUpSummary) add(a AccountSummary) {
+	s.Found += a.Found
+	s.Known += a.Known
+	s.WouldProcess += a.WouldProcess
+	s.Processed += a.Processed
+	s.Ignored += a.Ignored
+	s.Parked += a.Parked
+	s.StepFailed += a.StepFailed
+	s.Raced += a.Raced
+	s.Unreadable += a.Unreadable
+	s.Failed += a.Failed
+	s.Accounts = append(s.Accounts, a)
 }
 
 // Scope names the filters of a run, under which its cursor is kept: ""
@@ -193,6 +266,15 @@ func Scope(types []string, failedOnly bool) string {
 		parts = append(parts, "failed_only")
 	}
 	return strings.Join(parts, ";")
+}
+
+// AccountScope is the scope of a connected account's listing with the
+// filters of scope: its cursor is kept apart from the platform's.
+func AccountScope(scope, account string) string {
+	if scope == "" {
+		return "account=" + account
+	}
+	return scope + ";account=" + account
 }
 
 func (s *CatchUp) log() *slog.Logger {
@@ -211,10 +293,12 @@ func (s *CatchUp) now() time.Time {
 
 // Run lists the events the options select, oldest first, and hands each one
 // the receiver has no claim for to the processor, exactly as a delivery of
-// it would be handled. It returns ErrBusy when another run holds the lock,
-// ErrNoCursor for Resume with neither a cursor nor Since, and an error
-// wrapping ErrIncomplete when events were left unprocessed; the summary
-// says what was done either way.
+// it would be handled: the platform's events, then each connected
+// account's (Accounts). It returns ErrBusy when another run holds the lock,
+// ErrNoCursor for Resume with neither a cursor nor Since, an error wrapping
+// ErrIncomplete when events were left unprocessed, and one wrapping
+// reconcile.ErrStopped when a bound stopped the run; the summary says what
+// was done either way.
 func (s *CatchUp) Run(ctx context.Context, o CatchUpOptions) (CatchUpSummary, error) {
 	sum := CatchUpSummary{DryRun: o.DryRun, Scope: Scope(o.Types, o.FailedOnly)}
 	switch {
@@ -226,6 +310,8 @@ func (s *CatchUp) Run(ctx context.Context, o CatchUpOptions) (CatchUpSummary, er
 	if o.Trigger == "" {
 		o.Trigger = reconcile.TriggerCLI
 	}
+	ctx, unbound := reconcile.Bound(ctx, s.Limits)
+	defer unbound()
 	if !o.DryRun {
 		release, err := s.Store.Lock(ctx, Source)
 		if err != nil {
@@ -234,25 +320,39 @@ func (s *CatchUp) Run(ctx context.Context, o CatchUpOptions) (CatchUpSummary, er
 		defer release()
 	}
 
+	// Where each listing starts: the platform's, then each account's.
 	now := s.now()
-	q := Query{Types: o.Types, FailedOnly: o.FailedOnly}
+	base := Query{Types: o.Types, FailedOnly: o.FailedOnly}
 	if o.Settle > 0 {
-		q.Until = now.Add(-o.Settle)
-		sum.Until = q.Until
+		base.Until = now.Add(-o.Settle)
+		sum.Until = base.Until
 	}
 	if o.Since > 0 {
-		q.Since = now.Add(-o.Since)
-		sum.From = reconcile.Cursor{Created: q.Since}
+		base.Since = now.Add(-o.Since)
+		sum.From = reconcile.Cursor{Created: base.Since}
+	}
+	listings := []*listing{{q: base, sum: &sum}}
+	for _, acct := range s.Accounts {
+		q := base
+		q.Account = acct
+		a := &AccountSummary{Account: acct, CatchUpSummary: CatchUpSummary{DryRun: o.DryRun,
+			Scope: AccountScope(sum.Scope, acct), From: sum.From, Until: sum.Until}}
+		listings = append(listings, &listing{q: q, sum: &a.CatchUpSummary, account: a})
+	}
+	if s.AllAccounts {
+		sum.Note = NoteAllAccounts
 	}
 	if o.Resume {
-		c, ok, err := s.Store.Cursor(ctx, Source, sum.Scope)
-		switch {
-		case err != nil:
-			return sum, err
-		case ok:
-			q.After, q.Since, sum.From, sum.Cursor = c, time.Time{}, c, c
-		case o.Since == 0:
-			return sum, reconcile.ErrNoCursor
+		for _, l := range listings {
+			c, ok, err := s.Store.Cursor(ctx, Source, l.sum.Scope)
+			switch {
+			case err != nil:
+				return sum, reconcile.Cause(ctx, err)
+			case ok:
+				l.q.After, l.q.Since, l.sum.From, l.sum.Cursor = c, time.Time{}, c, c
+			case o.Since == 0:
+				return sum, reconcile.ErrNoCursor
+			}
 		}
 	}
 
@@ -260,36 +360,70 @@ func (s *CatchUp) Run(ctx context.Context, o CatchUpOptions) (CatchUpSummary, er
 	if !o.DryRun {
 		id, err := s.Store.StartRun(ctx, Source, o.Trigger)
 		if err != nil {
-			return sum, err
+			return sum, reconcile.Cause(ctx, err)
 		}
 		runID = id
 	}
-	saved := sum.Cursor
-	err := s.reconcile(ctx, q, o, runID, &sum, &saved)
+	var errs []error
+	for _, l := range listings {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		saved := l.sum.Cursor
+		err := s.reconcile(ctx, l.q, o, runID, l.sum, &saved)
+		if !o.DryRun {
+			// The cursor outlives a cancelled or stopped run.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			next := l.sum.Cursor
+			if next.IsZero() && err == nil && !l.q.Since.IsZero() {
+				// Nothing found: pin the start of the window, so that the
+				// next --resume (the periodic run's) starts there rather
+				// than nowhere.
+				next = reconcile.Cursor{Created: l.q.Since}
+			}
+			if !next.Equal(saved) {
+				if e := s.Store.SaveCursor(sctx, Source, l.sum.Scope, next, runID); e != nil {
+					err = errors.Join(err, e)
+				}
+			}
+			cancel()
+		}
+		if l.account != nil {
+			if err != nil {
+				l.account.Error = reconcile.Cause(ctx, err).Error()
+				err = fmt.Errorf("account %s: %w", l.account.Account, err)
+			}
+			sum.add(*l.account)
+		}
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
+	err := reconcile.Cause(ctx, errors.Join(errs...))
+	if errors.Is(err, reconcile.ErrStopped) {
+		err = fmt.Errorf("reconcile stripe: %w", err)
+	}
 	if err == nil && sum.Failed > 0 {
 		err = fmt.Errorf("reconcile stripe: %d events not processed: %w", sum.Failed, reconcile.ErrIncomplete)
 	}
 	if !o.DryRun {
-		// The cursor and the record outlive a cancelled run.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		// The record outlives a cancelled or stopped run.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		next := sum.Cursor
-		if next.IsZero() && err == nil && !q.Since.IsZero() {
-			// Nothing found: pin the start of the window, so that the next
-			// --resume (the periodic run's) starts there rather than
-			// nowhere.
-			next = reconcile.Cursor{Created: q.Since}
-		}
-		if !next.Equal(saved) {
-			if e := s.Store.SaveCursor(ctx, Source, sum.Scope, next, runID); e != nil {
-				err = errors.Join(err, e)
-			}
-		}
-		if e := s.Store.FinishRun(ctx, runID, sum.Tally(), sum, err); e != nil {
+		if e := s.Store.FinishRun(sctx, runID, sum.Tally(), sum, err); e != nil {
 			s.log().Error("reconcile stripe: record run", "error", e)
 		}
 	}
 	return sum, err
+}
+
+// listing is one listing of a run: the platform's events, or a connected
+// account's, with the summary it counts into.
+type listing struct {
+	q       Query
+	sum     *CatchUpSummary
+	account *AccountSummary // nil: the platform's
 }
 
 // reconcile walks the listing in batches: the claims of a batch are read
@@ -323,7 +457,7 @@ func (s *CatchUp) reconcile(ctx context.Context, q Query, o CatchUpOptions, runI
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			rep := EventReport{ID: se.ID, Type: se.Type, Created: se.Created}
+			rep := EventReport{Account: q.Account, ID: se.ID, Type: se.Type, Created: se.Created}
 			if errs[i] != nil {
 				rep.Disposition, rep.Err = DispUnreadable, errs[i]
 			} else {

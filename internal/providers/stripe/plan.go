@@ -1,21 +1,30 @@
 package stripe
 
 import (
+	"slices"
+	"time"
+
+	"github.com/paywebhooks/receiver/internal/customers"
+	"github.com/paywebhooks/receiver/internal/disputes"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/invoices"
+	"github.com/paywebhooks/receiver/internal/subscriptions"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Step names of Stripe events. Each is one claim under its own lease.
 const (
-	StepConfirmationEmail  = "email.confirmation"
-	StepFulfillment        = "fulfillment"
-	StepPaymentFailedEmail = "email.payment_failed"
-	StepReceiptEmail       = "email.receipt"
-	StepDunningEmail       = "email.dunning"
-	StepRefundEmail        = "email.refund"
+	StepConfirmationEmail      = "email.confirmation"
+	StepFulfillment            = "fulfillment"
+	StepPaymentFailedEmail     = "email.payment_failed"
+	StepReceiptEmail           = "email.receipt"
+	StepDunningEmail           = "email.dunning"
+	StepRefundEmail            = "email.refund"
+	StepTrialEndingEmail       = "email.trial_ending"
+	StepSubscriptionEndedEmail = "email.subscription_ended"
+	StepDisputeNotice          = "email.dispute"
 )
 
 // handledTypes are the event types Plan acts on.
@@ -23,34 +32,109 @@ var handledTypes = []string{
 	"checkout.session.completed", "checkout.session.async_payment_succeeded",
 	"checkout.session.async_payment_failed", "invoice.created", "invoice.finalized", "invoice.paid",
 	"invoice.payment_failed", "charge.refunded",
+	"customer.created", "customer.updated",
+	"customer.subscription.created", "customer.subscription.updated", "customer.subscription.paused",
+	"customer.subscription.resumed", "customer.subscription.deleted", "customer.subscription.trial_will_end",
+	"charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed",
+	"charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
 }
+
+// catchUpTypes are the types the periodic catch-up lists: Stripe's Events
+// API filters on at most MaxListTypes, so it leaves out the two dispute
+// events that only move money (funds_withdrawn, funds_reinstated), whose
+// dispute state the dispute's other events carry too.
+var catchUpTypes = func() []string {
+	var out []string
+	for _, t := range handledTypes {
+		if t != "charge.dispute.funds_withdrawn" && t != "charge.dispute.funds_reinstated" {
+			out = append(out, t)
+		}
+	}
+	return out
+}()
+
+// finalSubscription are the statuses a Stripe subscription never leaves.
+var finalSubscription = []string{"canceled", "incomplete_expired"}
+
+// ignored is the error of an event outside the provider's Filter: it
+// matches webhooks.ErrUnhandled (acknowledged, stored, counted as ignored)
+// and says why, which the processor keeps on the event's claim.
+type ignored string
+
+func (e ignored) Error() string { return string(e) }
+
+// Is makes an ignored event match webhooks.ErrUnhandled.
+func (e ignored) Is(target error) bool { return target == webhooks.ErrUnhandled }
 
 // Plan implements webhooks.Provider: the contract's Stripe table. Each
 // write is safe on its own to run twice, and every step is planned on the
 // condition that this event changed the state, so even a replay past an
-// emptied processed_events changes nothing and sends nothing.
+// emptied processed_events changes nothing and sends nothing. An event
+// outside the provider's Filter (the other mode, a connected account not
+// configured) is ignored before anything is read of its object, whichever
+// way it came (a delivery, reconciliation, a replay).
 func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
+	env, err := envelopeOf(ev)
+	if err != nil {
+		return err
+	}
+	if why := p.filter.ignores(env); why != "" {
+		return ignored(why)
+	}
+	a := metaOf(env)
 	switch ev.Type {
 	case "checkout.session.completed":
-		return checkoutCompleted(ev, plan)
+		return checkoutCompleted(ev, a, plan)
 	case "checkout.session.async_payment_succeeded":
-		return asyncPayment(ev, plan, orders.StatusPaid)
+		return asyncPayment(ev, a, plan, orders.StatusPaid)
 	case "checkout.session.async_payment_failed":
-		return asyncPayment(ev, plan, orders.StatusPaymentFailed)
+		return asyncPayment(ev, a, plan, orders.StatusPaymentFailed)
 	case "invoice.created", "invoice.finalized":
-		inv, _, err := readInvoice(ev)
+		inv, _, err := readInvoice(ev, a, plan)
 		if err == nil {
 			invoices.EnsurePending(plan, inv)
 		}
 		return err
 	case "invoice.paid":
-		return invoicePaid(ev, plan)
+		return invoicePaid(ev, a, plan)
 	case "invoice.payment_failed":
-		return invoicePaymentFailed(ev, plan)
+		return invoicePaymentFailed(ev, a, plan)
 	case "charge.refunded":
-		return chargeRefunded(ev, plan)
+		return chargeRefunded(ev, env, plan)
+	case "customer.created", "customer.updated":
+		return customer(ev, a, plan)
+	case "customer.subscription.created", "customer.subscription.updated", "customer.subscription.paused",
+		"customer.subscription.resumed", "customer.subscription.deleted", "customer.subscription.trial_will_end":
+		return subscription(ev, a, plan)
+	case "charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed",
+		"charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated":
+		return p.dispute(ev, a, plan)
 	}
 	return webhooks.ErrUnhandled
+}
+
+// event is what every handler reads of the envelope: the account and when
+// the event happened.
+type meta struct {
+	Account string    // acct_… of a connected account's event; "" for the platform's own
+	At      time.Time // the signed created; zero when the event has none
+}
+
+func metaOf(env *envelope) meta {
+	e := meta{Account: string(env.Account)}
+	if env.Created > 0 {
+		e.At = time.Unix(int64(env.Created), 0).UTC()
+	}
+	return e
+}
+
+// ordered returns when the event happened, or why an event whose state
+// must be ordered against its object's other events cannot be.
+func (e meta) ordered(ev *webhooks.Event) (time.Time, error) {
+	if e.At.IsZero() {
+		return time.Time{}, webhooks.Unprocessable("%s %s: the event has no created time to order it by", ev.Type, ev.ID)
+	}
+	return e.At, nil
 }
 
 // session is a Checkout Session as the handlers read it.
@@ -75,7 +159,7 @@ func (s session) email() string {
 	return deref(s.Email)
 }
 
-func (s session) order(ev *webhooks.Event, status string) orders.Order {
+func (s session) order(ev *webhooks.Event, a meta, status string) orders.Order {
 	return orders.Order{
 		Source:          Source,
 		ProviderEventID: ev.ID,
@@ -85,20 +169,28 @@ func (s session) order(ev *webhooks.Event, status string) orders.Order {
 		AmountCents:     deref(s.AmountTotal),
 		Currency:        s.Currency,
 		CustomerEmail:   s.email(),
+		AccountID:       a.Account,
 	}
+}
+
+// remember records the address of the customer an event names with one.
+func remember(plan *webhooks.Plan, ev *webhooks.Event, a meta, customerID, email string) {
+	customers.Remember(plan, customers.Customer{Source: Source, ID: customerID, Email: email, AccountID: a.Account,
+		EventID: ev.ID, At: a.At})
 }
 
 // paidSteps plans the steps of an order that this event has just paid: the
 // confirmation and the fulfillment call, each on the condition that the
-// transaction left the order paid. An order that starts refunded (its
-// refund arrived first) gets neither.
+// transaction left the order paid (or partially refunded: a partial refund
+// that arrived first leaves the sale standing). An order that starts
+// refunded in full (its refund arrived first) gets neither.
 func paidSteps(plan *webhooks.Plan, o orders.Order) {
-	cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaid)
+	cond, args := orders.Changed(o.Source, o.ExternalID, orders.Sold...)
 	plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation", To: o.CustomerEmail}), cond, args...)
 	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
 }
 
-func checkoutCompleted(ev *webhooks.Event, plan *webhooks.Plan) error {
+func checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	s, err := readSession(ev)
 	if err != nil {
 		return err
@@ -111,7 +203,8 @@ func checkoutCompleted(ev *webhooks.Event, plan *webhooks.Plan) error {
 	default:
 		return webhooks.Unprocessable("%s %s: payment_status %q", ev.Type, ev.ID, s.PaymentStatus)
 	}
-	o := s.order(ev, status)
+	remember(plan, ev, a, string(s.Customer), s.email())
+	o := s.order(ev, a, status)
 	orders.Create(plan, o, orders.Position{})
 	if status == orders.StatusPaid {
 		paidSteps(plan, o)
@@ -121,12 +214,13 @@ func checkoutCompleted(ev *webhooks.Event, plan *webhooks.Plan) error {
 
 // asyncPayment moves a pending order to paid or payment_failed, creating
 // it in that state when its completed event has not arrived.
-func asyncPayment(ev *webhooks.Event, plan *webhooks.Plan, status string) error {
+func asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status string) error {
 	s, err := readSession(ev)
 	if err != nil {
 		return err
 	}
-	o := s.order(ev, status)
+	remember(plan, ev, a, string(s.Customer), s.email())
+	o := s.order(ev, a, status)
 	orders.Upsert(plan, o, orders.Position{}, orders.StatusPendingPayment)
 	if status == orders.StatusPaid {
 		paidSteps(plan, o)
@@ -137,7 +231,9 @@ func asyncPayment(ev *webhooks.Event, plan *webhooks.Plan, status string) error 
 	return nil
 }
 
-func readInvoice(ev *webhooks.Event) (invoices.Invoice, int, error) {
+// readInvoice reads the event's invoice, and remembers its customer's
+// address.
+func readInvoice(ev *webhooks.Event, a meta, plan *webhooks.Plan) (invoices.Invoice, int, error) {
 	in, err := object(ev)
 	if err != nil {
 		return invoices.Invoice{}, 0, err
@@ -145,17 +241,19 @@ func readInvoice(ev *webhooks.Event) (invoices.Invoice, int, error) {
 	if in.ID == "" {
 		return invoices.Invoice{}, 0, webhooks.Unprocessable("%s %s: invoice has no id", ev.Type, ev.ID)
 	}
+	remember(plan, ev, a, string(in.Customer), deref(in.Email))
 	return invoices.Invoice{
 		StripeInvoiceID: in.ID,
 		AmountDue:       in.AmountDue,
 		AmountPaid:      in.AmountPaid,
 		Currency:        in.Currency,
 		CustomerEmail:   deref(in.Email),
+		AccountID:       a.Account,
 	}, in.AttemptCount, nil
 }
 
-func invoicePaid(ev *webhooks.Event, plan *webhooks.Plan) error {
-	inv, _, err := readInvoice(ev)
+func invoicePaid(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+	inv, _, err := readInvoice(ev, a, plan)
 	if err != nil {
 		return err
 	}
@@ -167,8 +265,8 @@ func invoicePaid(ev *webhooks.Event, plan *webhooks.Plan) error {
 	return nil
 }
 
-func invoicePaymentFailed(ev *webhooks.Event, plan *webhooks.Plan) error {
-	inv, attempt, err := readInvoice(ev)
+func invoicePaymentFailed(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+	inv, attempt, err := readInvoice(ev, a, plan)
 	if err != nil {
 		return err
 	}
@@ -181,13 +279,23 @@ func invoicePaymentFailed(ev *webhooks.Event, plan *webhooks.Plan) error {
 	return nil
 }
 
-func chargeRefunded(ev *webhooks.Event, plan *webhooks.Plan) error {
+// chargeRefunded records the charge's cumulative amount_refunded and moves
+// its payment intent's order by amount (orders.ApplyRefund). The refund
+// email goes once per refund: when this event brings an amount not
+// recorded before for the charge, to the charge's address, else the
+// order's. Its amount is what this refund added (amount_refunded less
+// previous_attributes.amount_refunded) when the event says what it was
+// before.
+func chargeRefunded(ev *webhooks.Event, env *envelope, plan *webhooks.Plan) error {
 	ch, err := object(ev)
 	if err != nil {
 		return err
 	}
 	if ch.ID == "" || ch.PaymentIntent == "" {
 		return webhooks.Unprocessable("%s %s: charge has no id or payment_intent", ev.Type, ev.ID)
+	}
+	if ch.AmountRefunded < 0 {
+		return webhooks.Unprocessable("%s %s: amount_refunded %d", ev.Type, ev.ID, ch.AmountRefunded)
 	}
 	orders.ApplyRefund(plan, orders.Refund{
 		ProviderEventID: ev.ID,
@@ -200,11 +308,166 @@ func chargeRefunded(ev *webhooks.Event, plan *webhooks.Plan) error {
 	if ch.BillingDetails != nil && deref(ch.BillingDetails.Email) != "" {
 		to = *ch.BillingDetails.Email
 	}
+	data := map[string]any{"PaymentIntentID": string(ch.PaymentIntent), "TotalRefunded": ch.AmountRefunded,
+		"Currency": ch.Currency}
+	if ch.Amount > 0 {
+		data["AmountCents"] = ch.Amount
+	}
+	if prev := env.Data.PreviousAttributes; prev != nil && prev.AmountRefunded.Set && prev.AmountRefunded.N < ch.AmountRefunded {
+		data["AmountRefunded"] = ch.AmountRefunded - prev.AmountRefunded.N
+	}
 	cond, args := orders.RefundRecorded(ev.ID)
-	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to,
-		Data: map[string]any{"PaymentIntentID": string(ch.PaymentIntent), "AmountRefunded": ch.AmountRefunded,
-			"Currency": ch.Currency}}),
-		cond, args...)
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to, Data: data}), cond, args...)
+	return nil
+}
+
+// customer remembers the address of customer.created and customer.updated.
+func customer(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+	c, err := object(ev)
+	if err != nil {
+		return err
+	}
+	if c.ID == "" {
+		return webhooks.Unprocessable("%s %s: customer has no id", ev.Type, ev.ID)
+	}
+	remember(plan, ev, a, c.ID, deref(c.CustomerEmail))
+	return nil
+}
+
+// subscription applies a customer.subscription.* event (see
+// internal/subscriptions for how events of one subscription converge):
+// created only inserts, updated, paused and resumed take the event's state
+// unless an event of a later second was applied, deleted ends the
+// subscription for good and tells the customer, trial_will_end writes no
+// state and tells the customer, unless the subscription is already known
+// to have ended (a late delivery). Each email goes once, to the address an
+// earlier event gave for the subscription's customer; without one it is
+// recorded skipped.
+func subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+	o, err := object(ev)
+	if err != nil {
+		return err
+	}
+	if o.ID == "" || o.Status == "" {
+		return webhooks.Unprocessable("%s %s: subscription has no id or status", ev.Type, ev.ID)
+	}
+	at, err := a.ordered(ev)
+	if err != nil {
+		return err
+	}
+	sub := subscriptions.Subscription{
+		Source:            Source,
+		ExternalID:        o.ID,
+		Status:            o.Status,
+		CustomerID:        string(o.Customer),
+		CurrentPeriodEnd:  periodEnd(o),
+		CancelAtPeriodEnd: o.CancelAtPeriodEnd,
+		AccountID:         a.Account,
+		EventID:           ev.ID,
+		At:                at,
+	}
+	data := map[string]any{"SubscriptionID": sub.ExternalID}
+	switch ev.Type {
+	case "customer.subscription.created":
+		subscriptions.Insert(plan, sub)
+	case "customer.subscription.deleted":
+		if !slices.Contains(finalSubscription, sub.Status) {
+			sub.Status = "canceled"
+		}
+		subscriptions.End(plan, sub, finalSubscription)
+		subscriptions.Notice(plan, Source, sub.ExternalID, "ended", ev.ID)
+		if !sub.CurrentPeriodEnd.IsZero() {
+			data["PeriodEnd"] = day(sub.CurrentPeriodEnd)
+		}
+		cond, args := subscriptions.Noticed(Source, sub.ExternalID, "ended")
+		cond, args = customers.WithAddress(cond, args, Source, sub.CustomerID)
+		plan.StepIf(mail.Step(StepSubscriptionEndedEmail, mail.Email{Template: "subscription_ended", Data: data}), cond, args...)
+	case "customer.subscription.trial_will_end":
+		notice := "trial_will_end:" + ev.ID
+		if o.TrialEnd != nil && *o.TrialEnd > 0 {
+			end := time.Unix(*o.TrialEnd, 0).UTC()
+			notice = "trial_will_end:" + end.Format(time.RFC3339)
+			data["TrialEnd"] = day(end)
+		}
+		subscriptions.Notice(plan, Source, sub.ExternalID, notice, ev.ID)
+		cond, args := subscriptions.Noticed(Source, sub.ExternalID, notice, finalSubscription...)
+		cond, args = customers.WithAddress(cond, args, Source, sub.CustomerID)
+		plan.StepIf(mail.Step(StepTrialEndingEmail, mail.Email{Template: "trial_ending", Data: data}), cond, args...)
+	default:
+		subscriptions.Apply(plan, sub, finalSubscription)
+	}
+	return nil
+}
+
+// periodEnd is the end of the subscription's current period: on the
+// subscription in API versions up to 2025-02-24.acacia, on each of its
+// items from 2025-03-31.basil (the latest of them, when they differ).
+func periodEnd(o *dataObject) time.Time {
+	end := deref(o.CurrentPeriodEnd)
+	if o.Items != nil {
+		for _, it := range o.Items.Data {
+			end = max(end, deref(it.CurrentPeriodEnd))
+		}
+	}
+	if end <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(end, 0).UTC()
+}
+
+// day formats a date for an email.
+func day(t time.Time) string { return t.UTC().Format("2 January 2006") }
+
+// dispute applies a charge.dispute.* event (see internal/disputes): created
+// records the dispute if it is new and tells NOTIFY_EMAIL, once per
+// dispute, of its amount, reason and evidence deadline; the others take
+// the event's state unless a later one was applied or the dispute is
+// closed. A dispute without an id (API versions before 2014) is parked.
+func (p *Provider) dispute(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+	o, err := object(ev)
+	if err != nil {
+		return err
+	}
+	if o.ID == "" || o.Status == "" {
+		return webhooks.Unprocessable("%s %s: dispute has no id or status", ev.Type, ev.ID)
+	}
+	at, err := a.ordered(ev)
+	if err != nil {
+		return err
+	}
+	d := disputes.Dispute{
+		Source:          Source,
+		ExternalID:      o.ID,
+		ChargeID:        string(o.Charge),
+		PaymentIntentID: string(o.PaymentIntent),
+		AmountCents:     o.Amount,
+		Currency:        o.Currency,
+		Reason:          deref(o.Reason),
+		Status:          o.Status,
+		AccountID:       a.Account,
+		EventID:         ev.ID,
+		At:              at,
+	}
+	due := deref(o.EvidenceDueBy)
+	if o.EvidenceDetails != nil && deref(o.EvidenceDetails.DueBy) > 0 {
+		due = *o.EvidenceDetails.DueBy
+	}
+	if due > 0 {
+		d.EvidenceDueBy = time.Unix(due, 0).UTC()
+	}
+	if ev.Type != "charge.dispute.created" {
+		disputes.Apply(plan, d)
+		return nil
+	}
+	disputes.Open(plan, d)
+	data := map[string]any{"DisputeID": d.ExternalID, "AmountCents": d.AmountCents, "Currency": d.Currency,
+		"Reason": d.Reason, "Status": d.Status, "ChargeID": d.ChargeID, "PaymentIntentID": d.PaymentIntentID,
+		"Account": d.AccountID}
+	if !d.EvidenceDueBy.IsZero() {
+		data["DueBy"] = d.EvidenceDueBy.Format("2 January 2006 15:04 MST")
+	}
+	cond, args := disputes.Opened(Source, d.ExternalID, ev.ID)
+	plan.StepIf(mail.Step(StepDisputeNotice, mail.Email{Template: "dispute_opened", Notify: p.notify, Data: data}), cond, args...)
 	return nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,18 +29,50 @@ var (
 	}
 	apiBase = webhooks.Var{
 		Name:    "STRIPE_API_BASE",
-		Doc:     "Stripe's API base URL (tests point it at a local server)",
+		Doc:     "Stripe's API base URL: `https://`, or `http://` to a loopback host (tests point it at a local server)",
 		Default: "https://api.stripe.com",
-		Check:   absoluteURL,
+		Check:   reconcile.CheckAPIBase,
 	}
 )
 
-func absoluteURL(v string) error {
-	u, err := url.Parse(v)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return errors.New("must be an absolute http(s) URL")
+// ParseConnectAccounts reads STRIPE_CONNECT_ACCOUNTS: the accounts it lists
+// (acct_…, in order, without repeats), and whether it is "*" (every
+// account). "" lists none.
+func ParseConnectAccounts(v string) (accounts []string, all bool, err error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, false, nil
 	}
-	return nil
+	for _, a := range strings.Split(v, ",") {
+		switch a = strings.TrimSpace(a); {
+		case a == "":
+			return nil, false, errors.New("has an empty entry between commas")
+		case a == "*":
+			all = true
+		case !connectAccountID(a):
+			return nil, false, fmt.Errorf("%s is not a connected account id (acct_…) nor *", webhooks.Quote(a, 40))
+		case !slices.Contains(accounts, a):
+			accounts = append(accounts, a)
+		}
+	}
+	if all && len(accounts) > 0 {
+		return nil, false, errors.New(`"*" already names every account: list accounts or "*", not both`)
+	}
+	return accounts, all, nil
+}
+
+// connectAccountID reports whether a is acct_ followed by up to 64
+// letters, digits and underscores.
+func connectAccountID(a string) bool {
+	rest, ok := strings.CutPrefix(a, "acct_")
+	if !ok || rest == "" || len(rest) > 64 {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Reconciler catches up on Stripe events the endpoint never received, from
@@ -61,11 +93,15 @@ var Reconciler = reconcile.Reconciler{
 		if err != nil {
 			return nil, err
 		}
+		accounts, all, err := ParseConnectAccounts(e.Settings.Env(connectAccounts.Name))
+		if err != nil {
+			return nil, fmt.Errorf("%s %w", connectAccounts.Name, err)
+		}
 		store := reconcile.NewStore(e.Pool)
 		return instance{
 			CatchUp: &CatchUp{API: api, Provider: e.Provider, Decode: Decode, Processor: e.Processor,
-				Claims: store, Store: store, Log: e.Log},
-			periodicTypes: handledTypes,
+				Claims: store, Store: store, Log: e.Log, Accounts: accounts, AllAccounts: all},
+			periodicTypes: catchUpTypes,
 		}, nil
 	},
 }
@@ -85,6 +121,9 @@ func (s instance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summa
 		so.OnEvent = func(r EventReport) {
 			if o.DryRun || r.Disposition != DispKnown {
 				line := fmt.Sprintf("%s %s %s %s", r.Created.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
+				if r.Account != "" {
+					line = r.Account + " " + line
+				}
 				if r.Err != nil {
 					line += ": " + r.Err.Error()
 				}

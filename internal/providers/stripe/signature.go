@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"strconv"
 	"strings"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // signature is a Stripe-Signature header, parsed once: the one timestamp
@@ -15,7 +18,7 @@ import (
 // secret is rolled). v0 and unknown elements are ignored, as Stripe asks.
 type signature struct {
 	at int64
-	v1 [][]byte
+	v1 webhooks.Signatures
 }
 
 var errInvalidHeader = errors.New("invalid Stripe-Signature header")
@@ -61,29 +64,25 @@ func parseSignature(header string) (signature, error) {
 	return s, nil
 }
 
-// match tries every v1 signature against every secret, in constant time
-// for each comparison, and returns the position of the secret that signed
-// body at s.at, or -1.
+// match tries every v1 signature against every secret (webhooks.Signatures)
+// and returns the position of the secret that signed body at s.at, or -1.
 func (s signature) match(body []byte, secrets []string) int {
-	for i, secret := range secrets {
-		want := Sign(body, secret, s.at)
-		for _, got := range s.v1 {
-			if hmac.Equal(want, got) {
-				return i
-			}
-		}
-	}
-	return -1
+	return s.v1.Match(secrets, func(mac hash.Hash) { signed(mac, body, s.at) })
+}
+
+// signed writes what Stripe signs, "<t>.<body>", to mac.
+func signed(mac hash.Hash, body []byte, at int64) {
+	var buf [20]byte
+	mac.Write(strconv.AppendInt(buf[:0], at, 10))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
 }
 
 // Sign is Stripe's v1 signature: HMAC-SHA256 keyed with the whole whsec_
 // secret over "<t>.<body>".
 func Sign(body []byte, secret string, at int64) []byte {
 	mac := hmac.New(sha256.New, []byte(secret))
-	var buf [20]byte
-	mac.Write(strconv.AppendInt(buf[:0], at, 10))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
+	signed(mac, body, at)
 	return mac.Sum(nil)
 }
 

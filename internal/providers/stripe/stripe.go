@@ -1,8 +1,10 @@
 // Package stripe is the Stripe provider of the receiver: it verifies
 // Stripe-Signature (one timestamp, every v1 against every secret), reads
 // the events this receiver handles in whatever API version they were sent,
-// and queues their orders and invoices on the transaction that holds the
-// event's claim.
+// and queues their orders, invoices, refunds, subscriptions, disputes and
+// customer addresses on the transaction that holds the event's claim. It
+// acts only on the events of its Filter (STRIPE_LIVEMODE,
+// STRIPE_CONNECT_ACCOUNTS); the others are acknowledged and ignored.
 package stripe
 
 import (
@@ -46,7 +48,7 @@ var Spec = webhooks.Spec{
 		},
 		Mask: func(string) string { return "whsec_****" },
 	},
-	Vars:             []webhooks.Var{apiKey, apiBase},
+	Vars:             []webhooks.Var{apiKey, apiBase, liveMode, connectAccounts},
 	SignatureHeaders: []string{"Stripe-Signature"},
 	Types:            handledTypes,
 	APIVersion:       stripego.APIVersion,
@@ -56,15 +58,24 @@ var Spec = webhooks.Spec{
 	Retention:    3 * 24 * time.Hour,
 	OrderSources: []string{Source},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
-		return New(s.Secrets), nil
+		filter, _, err := FilterOf(s.Env)
+		if err != nil {
+			return nil, err
+		}
+		return New(s.Secrets, WithFilter(filter), WithNotifyEmail(s.NotifyEmail)), nil
 	},
-	Sign: func(body []byte, secret string, at time.Time) http.Header {
+	Warnings: func(s webhooks.Settings) []string {
+		_, warnings, _ := FilterOf(s.Env)
+		return warnings
+	},
+	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":     {"application/json; charset=utf-8"},
 			"User-Agent":       {"Stripe/1.0 (+https://stripe.com/docs/webhooks)"},
-			"Stripe-Signature": {SignatureHeader(body, secret, at)},
+			"Stripe-Signature": {SignatureHeader(in.Body, in.Secret, in.At)},
 		}
 	},
+	Example: example,
 }
 
 // SignatureHeader is the Stripe-Signature of body signed with secret at
@@ -76,12 +87,29 @@ func SignatureHeader(body []byte, secret string, at time.Time) string {
 // Provider verifies and plans Stripe events.
 type Provider struct {
 	secrets []string
+	filter  Filter
+	notify  string // NOTIFY_EMAIL: who is told of disputes
 }
+
+// Option changes what New builds.
+type Option func(*Provider)
+
+// WithFilter makes the provider act only on the events f lets through. Without it, a
+// provider acts on events of both modes and of no connected account.
+func WithFilter(f Filter) Option { return func(p *Provider) { p.filter = f } }
+
+// WithNotifyEmail sets who is told of new disputes (NOTIFY_EMAIL); without
+// it the notice is recorded skipped.
+func WithNotifyEmail(addr string) Option { return func(p *Provider) { p.notify = addr } }
 
 // New returns a provider that accepts deliveries signed with any of secrets
 // (more than one while a secret is rolled).
-func New(secrets []string) *Provider {
-	return &Provider{secrets: secrets}
+func New(secrets []string, opts ...Option) *Provider {
+	p := &Provider{secrets: secrets}
+	for _, o := range opts {
+		o(p)
+	}
+	return p
 }
 
 // envelope is a Stripe Event as the handlers read it, decoded once, in one
@@ -95,8 +123,15 @@ type envelope struct {
 	Type       string      `json:"type"`
 	APIVersion string      `json:"api_version"`
 	Created    unixSeconds `json:"created"`
+	Livemode   flag        `json:"livemode"`
+	Account    text        `json:"account"` // a connected account's events: acct_…
 	Data       *struct {
 		Object *dataObject `json:"object"`
+		// PreviousAttributes are the values an update changed, as they
+		// were: only what a handler reads.
+		PreviousAttributes *struct {
+			AmountRefunded optionalInt `json:"amount_refunded"` // charge.refunded: the charge's total before
+		} `json:"previous_attributes"`
 	} `json:"data"`
 
 	// objectErr is why data.object's fields could not be read (a field of
@@ -113,6 +148,8 @@ type rawEnvelope struct {
 	Type       string      `json:"type"`
 	APIVersion string      `json:"api_version"`
 	Created    unixSeconds `json:"created"`
+	Livemode   flag        `json:"livemode"`
+	Account    text        `json:"account"`
 	Data       *struct {
 		Object json.RawMessage `json:"object"`
 	} `json:"data"`
@@ -140,7 +177,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	signedAt := time.Unix(sig.at, 0)
 	switch {
 	case matched < 0:
-		return webhooks.Event{}, webhooks.Reject("no_valid_signature",
+		fresh := webhooks.SignedStale
+		if now.Sub(signedAt).Abs() <= Tolerance {
+			fresh = webhooks.SignedFresh
+		}
+		return webhooks.Event{}, webhooks.RejectSignature(fresh,
 			fmt.Errorf("no v1 signature matches any of %d secrets", len(p.secrets)))
 	case now.Sub(signedAt) > Tolerance:
 		return webhooks.Event{}, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(signedAt).Round(time.Second)))
@@ -174,7 +215,7 @@ func Decode(body []byte) (webhooks.Event, error) {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", rerr)
 		}
 		*env = envelope{ID: raw.ID, Object: raw.Object, Type: raw.Type, APIVersion: raw.APIVersion, Created: raw.Created,
-			objectErr: err}
+			Livemode: raw.Livemode, Account: raw.Account, objectErr: err}
 		hasObject = raw.Data != nil && len(raw.Data.Object) > 0 && string(raw.Data.Object) != "null"
 	} else {
 		hasObject = env.Data != nil && env.Data.Object != nil
@@ -198,16 +239,26 @@ func Decode(body []byte) (webhooks.Event, error) {
 	}, nil
 }
 
+// envelopeOf returns the event's envelope as Verify decoded it, or decodes
+// a stored body's (and keeps it as the Payload).
+func envelopeOf(ev *webhooks.Event) (*envelope, error) {
+	if env, ok := ev.Payload.(*envelope); ok {
+		return env, nil
+	}
+	decoded, err := Decode(ev.Body)
+	if err != nil {
+		return nil, webhooks.Unprocessable("event %s: %v", ev.ID, err)
+	}
+	ev.Payload = decoded.Payload
+	return decoded.Payload.(*envelope), nil
+}
+
 // object returns the event's data.object as Verify decoded it (or decodes a
 // stored body's), or says why its fields cannot be read.
 func object(ev *webhooks.Event) (*dataObject, error) {
-	env, ok := ev.Payload.(*envelope)
-	if !ok {
-		decoded, err := Decode(ev.Body)
-		if err != nil {
-			return nil, webhooks.Unprocessable("event %s: %v", ev.ID, err)
-		}
-		env = decoded.Payload.(*envelope)
+	env, err := envelopeOf(ev)
+	if err != nil {
+		return nil, err
 	}
 	if env.objectErr != nil {
 		return nil, webhooks.Unprocessable("%s %s: data.object: %v", ev.Type, ev.ID, env.objectErr)
@@ -216,12 +267,16 @@ func object(ev *webhooks.Event) (*dataObject, error) {
 }
 
 // dataObject is data.object as the handlers read it: the fields of a
-// Checkout Session, an Invoice and a Charge that any of them uses, decoded
-// in the same pass as the envelope.
+// Checkout Session, an Invoice, a Charge, a Subscription, a Dispute and a
+// Customer that any of them uses, decoded in the same pass as the
+// envelope. Where two of these objects share a name, they share its type.
 type dataObject struct {
-	ID       string  `json:"id"`
-	Currency string  `json:"currency"`
-	Email    *string `json:"customer_email"` // sessions and invoices
+	ID       string     `json:"id"`
+	Currency string     `json:"currency"`
+	Email    *string    `json:"customer_email"` // sessions and invoices
+	Customer expandable `json:"customer"`       // sessions, invoices, charges, subscriptions
+	Status   string     `json:"status"`         // subscriptions, disputes (and others, unread)
+	Amount   int64      `json:"amount"`         // charges, disputes
 
 	// Checkout Session
 	PaymentStatus   string     `json:"payment_status"`
@@ -242,6 +297,28 @@ type dataObject struct {
 	BillingDetails *struct {
 		Email *string `json:"email"`
 	} `json:"billing_details"`
+
+	// Subscription. current_period_end is the subscription's in API
+	// versions up to 2025-02-24.acacia, its items' from 2025-03-31.basil.
+	CurrentPeriodEnd  *int64 `json:"current_period_end"`
+	CancelAtPeriodEnd bool   `json:"cancel_at_period_end"`
+	TrialEnd          *int64 `json:"trial_end"`
+	Items             *struct {
+		Data []struct {
+			CurrentPeriodEnd *int64 `json:"current_period_end"`
+		} `json:"data"`
+	} `json:"items"`
+
+	// Dispute (also PaymentIntent, Amount, Currency, Status)
+	Charge          expandable `json:"charge"` // disputes (and invoices, unread)
+	Reason          *string    `json:"reason"`
+	EvidenceDetails *struct {
+		DueBy *int64 `json:"due_by"`
+	} `json:"evidence_details"`
+	EvidenceDueBy *int64 `json:"evidence_due_by"` // disputes of API versions before 2014
+
+	// Customer
+	CustomerEmail *string `json:"email"`
 }
 
 // unixSeconds is an event's created, read only as a hint (see
@@ -252,6 +329,44 @@ type unixSeconds int64
 func (u *unixSeconds) UnmarshalJSON(b []byte) error {
 	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
 		*u = unixSeconds(n)
+	}
+	return nil
+}
+
+// optionalInt is an integer that may be absent: anything but an integer
+// reads as absent, and never fails the decode.
+type optionalInt struct {
+	N   int64
+	Set bool
+}
+
+func (o *optionalInt) UnmarshalJSON(b []byte) error {
+	if n, err := strconv.ParseInt(string(b), 10, 64); err == nil {
+		*o = optionalInt{N: n, Set: true}
+	}
+	return nil
+}
+
+// flag is an event's livemode: true only when it is the JSON true;
+// anything else reads as false (test mode, as stripe-go reads a missing
+// one), and never fails the decode.
+type flag bool
+
+func (f *flag) UnmarshalJSON(b []byte) error {
+	*f = string(b) == "true"
+	return nil
+}
+
+func (f flag) live() bool { return bool(f) }
+
+// text is a string field of the envelope that never fails the decode:
+// anything but a JSON string reads as "".
+type text string
+
+func (t *text) UnmarshalJSON(b []byte) error {
+	var s string
+	if webhooks.UnmarshalSigned(b, &s) == nil {
+		*t = text(s)
 	}
 	return nil
 }

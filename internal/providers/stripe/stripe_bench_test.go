@@ -15,6 +15,7 @@ import (
 
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 const benchSecret = "whsec_bench_0123456789abcdef"
@@ -102,6 +103,29 @@ func BenchmarkDecode(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := stripe.Decode(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkRepeatedName is the processor's check that no object of a body
+// repeats a member name (webhooks.RepeatedName), which every event it
+// plans passes, on the bodies of BenchmarkDecode and the ~5.7 KB invoice
+// of BenchmarkDeliver.
+func BenchmarkRepeatedName(b *testing.B) {
+	bodies := map[string][]byte{"invoice/5KB": invoiceEvent(1, time.Now().Unix())}
+	for _, name := range []string{"invoice.created.json", "checkout.session.completed.paid.json"} {
+		bodies[name] = benchFixture(b, name)
+	}
+	for _, name := range []string{"invoice/5KB", "invoice.created.json", "checkout.session.completed.paid.json"} {
+		body := bodies[name]
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := webhooks.RepeatedName(body); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -29,6 +29,23 @@ const (
 	invFailed = "invoice.payment_failed.json"
 	invPaid   = "invoice.paid.json"
 	refunded  = "charge.refunded.json"
+
+	customerCreated = "customer.created.json"              // cus_test_1, subscriber@example.com
+	subCreated      = "customer.subscription.created.json" // sub_test_1 trialing, T0
+	trialWillEnd    = "customer.subscription.trial_will_end.json"
+	subActive       = "customer.subscription.updated.json"        // active, T0+14d (API version basil)
+	subCancel       = "customer.subscription.updated.cancel.json" // cancel_at_period_end, T0+20d
+	subDeleted      = "customer.subscription.deleted.json"        // canceled, T0+44d
+	subIncomplete   = "customer.subscription.created.incomplete.json"
+	subSameSecond   = "customer.subscription.updated.same_second.json" // sub_test_2 active, the created's second
+	dpCreated       = "charge.dispute.created.json"
+	dpWithdrawn     = "charge.dispute.funds_withdrawn.json" // the created's second
+	dpUpdated       = "charge.dispute.updated.json"
+	dpClosed        = "charge.dispute.closed.json" // won
+	dpReinstated    = "charge.dispute.funds_reinstated.json"
+
+	refundPartial = "refund.partial" // 1.00 of 30.00
+	refundRest    = "refund.rest"    // the rest: 30.00 in all
 )
 
 // Rows of the state, as the cases expect them.
@@ -36,6 +53,16 @@ const (
 	orderPaid     = "order cs_test_paid paid 3000 usd buyer@example.com"
 	orderRefunded = "order cs_test_paid refunded 3000 usd buyer@example.com"
 	refundRow     = "refund pi_test_paid 3000 usd"
+
+	sub1Trialing = "subscription sub_test_1 trialing customer=cus_test_1 period_end=2025-12-14 cancel_at_period_end=false account=-"
+	sub1Active   = "subscription sub_test_1 active customer=cus_test_1 period_end=2026-01-13 cancel_at_period_end=false account=-"
+	sub1Cancel   = "subscription sub_test_1 active customer=cus_test_1 period_end=2026-01-13 cancel_at_period_end=true account=-"
+	sub1Canceled = "subscription sub_test_1 canceled customer=cus_test_1 period_end=2026-01-13 cancel_at_period_end=true account=-"
+	sub2Active   = "subscription sub_test_2 active customer=cus_test_1 period_end=2025-12-30 cancel_at_period_end=false account=-"
+	subscriber   = "customer cus_test_1 subscriber@example.com"
+	dpNeeds      = "dispute dp_test_1 needs_response 4200 usd fraudulent due=2025-12-08T23:59:59Z pi=pi_test_dispute account=-"
+	dpReview     = "dispute dp_test_1 under_review 4200 usd fraudulent due=2025-12-08T23:59:59Z pi=pi_test_dispute account=-"
+	dpWon        = "dispute dp_test_1 won 4200 usd fraudulent due=2025-12-08T23:59:59Z pi=pi_test_dispute account=-"
 )
 
 // unreadable makes the paid checkout's amount a string.
@@ -45,6 +72,9 @@ var (
 	confirmation = cf.Mail{To: "buyer@example.com", Contains: "is confirmed"}
 	refundMail   = cf.Mail{To: "buyer@example.com", Contains: "We have refunded"}
 	dunning      = cf.Mail{To: "payer@example.com", Contains: "could not collect the payment for your invoice"}
+	trialMail    = cf.Mail{To: "subscriber@example.com", Contains: "Your free trial ends on 14 December 2025"}
+	endedMail    = cf.Mail{To: "subscriber@example.com", Contains: "Your subscription has ended; it was paid up to 13 January 2026"}
+	disputeMail  = cf.Mail{To: rt.NotifyEmail, Contains: "Evidence due by: 8 December 2025 23:59 UTC"}
 	receipt      = cf.Mail{To: "payer@example.com", Contains: "we received your payment"}
 	paidCall     = "stripe cs_test_paid 3000 usd buyer@example.com"
 	paidSteps    = []string{"email.confirmation=done", "fulfillment=done"}
@@ -57,9 +87,28 @@ var suite = cf.Suite{
 		`SELECT format('invoice %s %s %s/%s %s %s', stripe_invoice_id, status, amount_paid, amount_due, currency, coalesce(customer_email, '-')) FROM invoices ORDER BY 1`,
 		`SELECT format('invoice_failure %s attempt %s', stripe_invoice_id, attempt_count) FROM invoice_payment_failures ORDER BY 1`,
 		`SELECT format('refund %s %s %s', payment_intent_id, amount_refunded, currency) FROM refunds ORDER BY 1`,
+		`SELECT format('refunded %s %s of %s', external_id, amount_refunded_cents, amount_cents) FROM orders WHERE amount_refunded_cents > 0 ORDER BY 1`,
+		`SELECT format('account %s %s %s', source, external_id, account_id) FROM orders WHERE account_id IS NOT NULL
+		 UNION ALL SELECT format('account invoice %s %s', stripe_invoice_id, account_id) FROM invoices WHERE account_id IS NOT NULL ORDER BY 1`,
+		subscriptionsView,
+		disputesView,
+		`SELECT format('customer %s %s', customer_id, email) FROM customers ORDER BY 1`,
 	},
 	Events: map[string]cf.Event{
 		"unreadable": {Fixture: paid, Replace: unreadable},
+		refundPartial: {Fixture: refunded, Replace: []string{"evt_test_charge_refunded", "evt_test_refund_partial",
+			`"amount_refunded": 3000`, `"amount_refunded": 100`, `"refunded": true`, `"refunded": false`}},
+		"refund.partial.again": {Fixture: refunded, Replace: []string{"evt_test_charge_refunded", "evt_test_refund_partial_again",
+			`"amount_refunded": 3000`, `"amount_refunded": 100`, `"refunded": true`, `"refunded": false`}},
+		refundRest: {Fixture: refunded, Replace: []string{"evt_test_charge_refunded", "evt_test_refund_rest",
+			`"amount_refunded": 0`, `"amount_refunded": 100`}},
+		"checkout.customer": {Fixture: paid, Replace: []string{"evt_test_checkout_paid", "evt_test_checkout_customer",
+			`"customer_email": null`, `"customer_email": null, "customer": "cus_test_1"`}},
+		"invoice.customer": {Fixture: invPaid, Replace: []string{`"customer_email": "payer@example.com"`,
+			`"customer_email": "payer@example.com", "customer": {"id": "cus_test_1", "object": "customer"}`}},
+		"paid.live":    {Fixture: paid, Replace: []string{`"livemode": false`, `"livemode": true`}},
+		"paid.account": {Fixture: paid, Replace: []string{`"livemode": false`, `"livemode": false, "account": "acct_test_1"`}},
+		"sub.account":  {Fixture: subActive, Replace: []string{`"livemode": false`, `"livemode": false, "account": "acct_test_1"`}},
 	},
 	Verify: []cf.Request{
 		{Name: "ErrGarbageHeader", Edit: set("Stripe-Signature", "garbage"), Reason: "invalid_header"},
@@ -98,9 +147,9 @@ var suite = cf.Suite{
 		{Name: "PaymentFailedAfterPaidNotDunned", Given: []string{created, invPaid}, Deliver: invFailed,
 			Want:   []string{"invoice in_test_1 paid 2000/2000 usd payer@example.com", "invoice_failure in_test_1 attempt 1"},
 			Emails: []cf.Mail{receipt}},
-		{Name: "ChargeRefunded", Given: []string{paid}, Deliver: refunded, Want: []string{orderRefunded, refundRow},
+		{Name: "ChargeRefunded", Given: []string{paid}, Deliver: refunded, Want: []string{orderRefunded, refundRow, "refunded cs_test_paid 3000 of 3000"},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{paidCall}},
-		{Name: "RefundBeforeOrder", Given: []string{refunded}, Deliver: paid, Want: []string{orderRefunded, refundRow},
+		{Name: "RefundBeforeOrder", Given: []string{refunded}, Deliver: paid, Want: []string{orderRefunded, refundRow, "refunded cs_test_paid 3000 of 3000"},
 			Emails: []cf.Mail{refundMail}}, // the order starts refunded: no confirmation, no fulfillment
 		{Name: "UnhandledType", Deliver: "product.created.json", Outcome: webhooks.OutcomeIgnored,
 			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event' AND outcome = 'ignored'`, 1)},
@@ -123,31 +172,153 @@ WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 					t.Errorf("the retry of a parked event: %d %s", res.Status, res.Body)
 				}
 			}},
+
+		// Refunds by amount.
+		{Name: "PartialRefund", Given: []string{paid}, Deliver: refundPartial,
+			Want:  []string{"order cs_test_paid partially_refunded 3000 usd buyer@example.com", "refund pi_test_paid 100 usd", "refunded cs_test_paid 100 of 3000"},
+			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 1.00 USD"}},
+			Calls: []string{paidCall}},
+		{Name: "RestRefunded", Given: []string{paid, refundPartial}, Deliver: refundRest,
+			Want:  []string{orderRefunded, "refund pi_test_paid 100 usd", "refund pi_test_paid 3000 usd", "refunded cs_test_paid 3000 of 3000"},
+			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail, {To: "buyer@example.com", Contains: "We have refunded 29.00 USD"}},
+			Calls: []string{paidCall}},
+		{Name: "OlderRefundAfterNewer", Given: []string{paid, refundRest}, Deliver: refundPartial,
+			Want:  []string{orderRefunded, "refund pi_test_paid 100 usd", "refund pi_test_paid 3000 usd", "refunded cs_test_paid 3000 of 3000"},
+			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail, refundMail}, Calls: []string{paidCall}},
+		{Name: "SameRefundAnotherEvent", Given: []string{paid, refundPartial}, Deliver: "refund.partial.again",
+			Want:   []string{"order cs_test_paid partially_refunded 3000 usd buyer@example.com", "refund pi_test_paid 100 usd", "refund pi_test_paid 100 usd", "refunded cs_test_paid 100 of 3000"},
+			Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{paidCall}},
+		{Name: "PartialRefundBeforeOrder", Given: []string{refundPartial}, Deliver: paid,
+			Want:  []string{"order cs_test_paid partially_refunded 3000 usd buyer@example.com", "refund pi_test_paid 100 usd", "refunded cs_test_paid 100 of 3000"},
+			Steps: paidSteps, Emails: []cf.Mail{refundMail, confirmation}, Calls: []string{paidCall}},
+
+		// Subscriptions.
+		{Name: "SubscriptionCreated", Deliver: subCreated, Want: []string{sub1Trialing}},
+		{Name: "SubscriptionItemsPeriodEnd", Deliver: subActive, Want: []string{sub1Active}},
+		{Name: "CheckoutPairInOrder", Given: []string{subIncomplete}, Deliver: subSameSecond, Want: []string{sub2Active}},
+		{Name: "CheckoutPairReversed", Given: []string{subSameSecond}, Deliver: subIncomplete, Want: []string{sub2Active}},
+		{Name: "CreatedAfterUpdated", Given: []string{subCancel}, Deliver: subCreated, Want: []string{sub1Cancel}},
+		{Name: "OlderUpdateChangesNothing", Given: []string{subCancel}, Deliver: subActive, Want: []string{sub1Cancel}},
+		{Name: "CanceledIsFinal", Given: []string{subDeleted}, Deliver: subCancel, Want: []string{sub1Canceled}},
+		{Name: "CanceledIsFinalEvenForALaterEvent", Given: []string{subDeleted}, Deliver: "sub.updated.later", Want: []string{sub1Canceled}},
+		{Name: "SubscriptionEndedEmail", Given: []string{customerCreated, subCreated}, Deliver: subDeleted,
+			Want: []string{sub1Canceled, subscriber}, Steps: []string{"email.subscription_ended=done"}, Emails: []cf.Mail{endedMail}},
+		{Name: "SubscriptionEndedNoAddress", Deliver: subDeleted, Want: []string{sub1Canceled},
+			Steps: []string{"email.subscription_ended=skipped"}},
+		{Name: "SubscriptionEndedOnce", Given: []string{customerCreated, subDeleted}, Deliver: "sub.deleted.again",
+			Want: []string{sub1Canceled, subscriber}, Emails: []cf.Mail{endedMail}},
+		{Name: "TrialWillEnd", Given: []string{customerCreated}, Deliver: trialWillEnd, Want: []string{subscriber},
+			Steps: []string{"email.trial_ending=done"}, Emails: []cf.Mail{trialMail}},
+		{Name: "TrialWillEndNoAddress", Deliver: trialWillEnd, Steps: []string{"email.trial_ending=skipped"}},
+		{Name: "TrialWillEndAfterDeleted", Given: []string{customerCreated, subDeleted}, Deliver: trialWillEnd,
+			Want: []string{sub1Canceled, subscriber}, Emails: []cf.Mail{endedMail}},
+		{Name: "AddressFromCheckout", Given: []string{"checkout.customer"}, Deliver: trialWillEnd,
+			Want:  []string{orderPaid, "customer cus_test_1 buyer@example.com"},
+			Steps: []string{"email.trial_ending=done"}, Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "Your free trial ends"}},
+			Calls: []string{paidCall}},
+		{Name: "AddressFromInvoice", Given: []string{"invoice.customer"}, Deliver: trialWillEnd,
+			Want:  []string{"invoice in_test_1 paid 2000/2000 usd payer@example.com", "customer cus_test_1 payer@example.com"},
+			Steps: []string{"email.trial_ending=done"}, Emails: []cf.Mail{receipt, {To: "payer@example.com", Contains: "Your free trial ends"}}},
+
+		// Disputes.
+		{Name: "DisputeCreated", Deliver: dpCreated, Want: []string{dpNeeds}, Steps: []string{"email.dispute=done"},
+			Emails: []cf.Mail{disputeMail}},
+		{Name: "DisputeNoticeWithoutNotifyEmail", Options: []rt.Option{rt.Env("NOTIFY_EMAIL", "")}, Deliver: dpCreated,
+			Want: []string{dpNeeds}, Steps: []string{"email.dispute=skipped"}},
+		{Name: "DisputeCreatedAfterUpdated", Given: []string{dpUpdated}, Deliver: dpCreated, Want: []string{dpReview},
+			Steps: []string{"email.dispute=done"}, Emails: []cf.Mail{disputeMail}},
+		{Name: "DisputeClosedIsFinal", Given: []string{dpClosed}, Deliver: dpUpdated, Want: []string{dpWon}},
+		{Name: "DisputeClosedIsFinalEvenForALaterEvent", Given: []string{dpClosed}, Deliver: "dispute.updated.later", Want: []string{dpWon}},
+
+		// Mode and account.
+		{Name: "OtherModeIgnored", Options: []rt.Option{rt.Env("STRIPE_LIVEMODE", "true")}, Deliver: paid,
+			Outcome: webhooks.OutcomeIgnored, Check: ignoredBecause("other mode")},
+		{Name: "ModeFromAPIKey", Options: []rt.Option{rt.Env("STRIPE_API_KEY", "rk_live_receivertest")}, Deliver: paid,
+			Outcome: webhooks.OutcomeIgnored, Check: ignoredBecause("a test-mode event, and only live-mode events are acted on")},
+		{Name: "LiveModeActedOn", Options: []rt.Option{rt.Env("STRIPE_LIVEMODE", "true")}, Deliver: "paid.live",
+			Want: []string{orderPaid}, Steps: paidSteps, Emails: []cf.Mail{confirmation}, Calls: []string{paidCall}},
+		{Name: "AccountNotConfiguredIgnored", Deliver: "paid.account", Outcome: webhooks.OutcomeIgnored,
+			Check: ignoredBecause("account not configured")},
+		{Name: "ConnectedAccountActedOn", Options: []rt.Option{rt.Env("STRIPE_CONNECT_ACCOUNTS", "acct_other,acct_test_1")},
+			Deliver: "paid.account", Want: []string{orderPaid, "account stripe cs_test_paid acct_test_1"},
+			Steps: paidSteps, Emails: []cf.Mail{confirmation}, Calls: []string{paidCall}},
+		{Name: "EveryAccount", Options: []rt.Option{rt.Env("STRIPE_CONNECT_ACCOUNTS", "*")}, Deliver: "sub.account",
+			Want: []string{strings.Replace(sub1Active, "account=-", "account=acct_test_1", 1)}},
 	},
-	History: []string{paid, unpaid, succeeded, created, finalized, invFailed, invPaid, refunded},
+	History: []string{paid, unpaid, succeeded, created, finalized, invFailed, invPaid, refundPartial, refunded,
+		customerCreated, subCreated, trialWillEnd, subActive, subCancel, subDeleted, subIncomplete, subSameSecond,
+		dpCreated, dpWithdrawn, dpUpdated, dpClosed, dpReinstated},
 	Sequences: map[string][]string{
-		"Invoice":       {created, finalized, invPaid},
-		"AsyncCheckout": {unpaid, succeeded},
-		"AsyncFailed":   {unpaid, failed},
-		"Refund":        {paid, refunded},
+		"Invoice":            {created, finalized, invPaid},
+		"AsyncCheckout":      {unpaid, succeeded},
+		"AsyncFailed":        {unpaid, failed},
+		"Refund":             {paid, refunded},
+		"PartialRefunds":     {paid, refundPartial, refundRest},
+		"CheckoutPair":       {subIncomplete, subSameSecond},
+		"SubscriptionEnding": {subActive, subCancel, subDeleted},
+		"Dispute":            {dpCreated, dpWithdrawn, dpUpdated, dpClosed},
 	},
 	Samples: &cf.Samples{Provider: "stripe", Expect: map[string]cf.Sample{
 		"charge.refunded.supabase-stripe-sync-engine.json": {Want: []string{"refund pi_3Kl36gJDPojXS6LN02fQVtKR 2500 usd"}},
 		"checkout.session.completed.payment_mode.stripe-ruby-mock.json": {
-			Want:   []string{"order cs_00000000000000 paid 25000 usd example@example.com"},
+			Want:   []string{"order cs_00000000000000 paid 25000 usd example@example.com", "customer cus_00000000000000 example@example.com"},
 			Emails: []cf.Mail{{To: "example@example.com", Contains: "is confirmed"}},
 			Calls:  []string{"stripe cs_00000000000000 25000 usd example@example.com"}},
 		"checkout.session.completed.supabase-stripe-sync-engine.json": {
-			Want:   []string{"order cs_live_9RBjcHiy2i5p99Tf1MYM90c3SHK1grU0E6Ae6pKWR2KPA4ZiuKiB2X1Y3X paid 999 eur billz@supabase.io"},
+			Want:   []string{"order cs_live_9RBjcHiy2i5p99Tf1MYM90c3SHK1grU0E6Ae6pKWR2KPA4ZiuKiB2X1Y3X paid 999 eur billz@supabase.io", "customer cus_IhGfebO16cMIGN billz@supabase.io"},
 			Emails: []cf.Mail{{To: "billz@supabase.io", Contains: "is confirmed"}},
 			Calls:  []string{"stripe cs_live_9RBjcHiy2i5p99Tf1MYM90c3SHK1grU0E6Ae6pKWR2KPA4ZiuKiB2X1Y3X 999 eur billz@supabase.io"}},
 		"invoice.paid.stripe-ruby-mock.json": {Want: []string{"invoice in_000000000000000000000000 paid 2000/2000 usd -"}},
 		"invoice.paid.subscription_cycle.supabase-stripe-sync-engine.json": {
 			Want: []string{"invoice in_1KJqKBJDPojXS6LNJbvLUgEy paid 0/0 usd -"}},
+		"customer.subscription.created.supabase-stripe-sync-engine.json": {
+			Want: []string{"subscription sub_JdIzvfy6o5GZRd active customer=cus_IhGfebO16cMIGN period_end=2021-07-08 cancel_at_period_end=false account=-"}},
+		"customer.subscription.updated.supabase-stripe-sync-engine.json": {
+			Want: []string{"subscription sub_JLEPMp81LApOJl active customer=cus_IhGfebO16cMIGN period_end=2021-05-21 cancel_at_period_end=false account=-"}},
+		"customer.subscription.deleted.supabase-stripe-sync-engine.json": {
+			Want: []string{"subscription sub_JdIzvfy6o5GZRd canceled customer=cus_IhGfebO16cMIGN period_end=2021-07-08 cancel_at_period_end=false account=-"}},
 	}},
 }
 
+// The View's subscriptions and disputes, as the must-show tables print them.
+const (
+	subscriptionsView = `SELECT format('subscription %s %s customer=%s period_end=%s cancel_at_period_end=%s account=%s',
+    external_id, status, coalesce(customer_id, '-'), coalesce(to_char(current_period_end AT TIME ZONE 'UTC', 'YYYY-MM-DD'), '-'),
+    cancel_at_period_end::text, coalesce(account_id, '-')) FROM subscriptions ORDER BY 1`
+	disputesView = `SELECT format('dispute %s %s %s %s %s due=%s pi=%s account=%s', external_id, status, amount_cents, currency,
+    coalesce(reason, '-'), coalesce(to_char(evidence_due_by AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"'), '-'),
+    coalesce(payment_intent_id, '-'), coalesce(account_id, '-')) FROM disputes ORDER BY 1`
+)
+
+func init() {
+	suite.Events["sub.deleted.again"] = cf.Event{Fixture: subDeleted, Replace: []string{"evt_test_sub_deleted", "evt_test_sub_deleted_again"}}
+	// Events of a later second than the subscription's deletion and the
+	// dispute's closing, which a final status must still resist.
+	suite.Events["sub.updated.later"] = cf.Event{Fixture: subCancel, Replace: []string{"evt_test_sub_updated_cancel", "evt_test_sub_updated_later",
+		`"created": 1766188800`, `"created": 1769000000`}}
+	suite.Events["dispute.updated.later"] = cf.Event{Fixture: dpUpdated, Replace: []string{"evt_test_dispute_updated", "evt_test_dispute_updated_later",
+		`"created": 1764633600`, `"created": 1769000000`}}
+}
+
 func TestConformance(t *testing.T) { cf.Run(t, suite) }
+
+// ignoredBecause checks that the delivered event was stored, ignored, with
+// a reason that contains why, and wrote nothing.
+func ignoredBecause(why string) func(*testing.T, *rt.Receiver, rt.Response) {
+	return func(t *testing.T, r *rt.Receiver, _ rt.Response) {
+		var outcome, reason string
+		if err := r.Pool.QueryRow(context.Background(), `SELECT outcome, coalesce(last_error, '') FROM processed_events
+WHERE kind = 'event' ORDER BY claimed_at DESC LIMIT 1`).Scan(&outcome, &reason); err != nil {
+			t.Fatal(err)
+		}
+		if outcome != "ignored" || !strings.Contains(reason, why) {
+			t.Errorf("stored outcome %q, reason %q; want ignored because %q", outcome, reason, why)
+		}
+		if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE kind = 'step'`); n != 0 {
+			t.Errorf("%d steps planned for an ignored event", n)
+		}
+	}
+}
 
 func set(k, v string) func(http.Header, []byte) { return func(h http.Header, _ []byte) { h.Set(k, v) } }
 

@@ -13,6 +13,9 @@
 // `per_page` (default 30, at most 100) and a Link header with rel="next",
 // "last", "first" and "prev", the way GitHub pages; accounts take `sort`
 // (created, updated) and `direction` (asc, desc).
+//
+// It can also misbehave as a broken or hostile API would (Misbehave,
+// RedirectTo), for the tests of reconciliation's bounds.
 package githubtest
 
 import (
@@ -78,6 +81,22 @@ type PendingChange struct {
 	PlanID        int64
 }
 
+// Misbehaviour is a way the fake API can page wrongly (Misbehave).
+type Misbehaviour int
+
+const (
+	// Behave: page as GitHub does.
+	Behave Misbehaviour = iota
+	// RepeatPage links every page of accounts to page 1 as its next.
+	RepeatPage
+	// StalePages answers every page of accounts with the first page's
+	// accounts, and links it to the page after it, for ever.
+	StalePages
+	// Endless answers every page of accounts with accounts never listed
+	// before, and links it to the page after it, for ever.
+	Endless
+)
+
 // Request is one call the fake API answered.
 type Request struct {
 	Method string
@@ -96,12 +115,15 @@ type Server struct {
 	key *rsa.PrivateKey
 	now func() time.Time
 
-	mu       sync.Mutex
-	plans    []Plan
-	accounts map[int64]*Account
-	created  int
-	requests []Request
-	failures []int
+	mu        sync.Mutex
+	plans     []Plan
+	accounts  map[int64]*Account
+	created   int
+	requests  []Request
+	failures  []int
+	misbehave Misbehaviour
+	redirect  string
+	endless   int64
 }
 
 // New starts a fake API for the GitHub App appID, with a fresh RSA key, and
@@ -168,6 +190,22 @@ func (s *Server) Unsubscribe(accountID int64) {
 	delete(s.accounts, accountID)
 }
 
+// Misbehave makes the accounts listing page as m says, from the next
+// request on.
+func (s *Server) Misbehave(m Misbehaviour) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.misbehave = m
+}
+
+// RedirectTo makes every request answered with a 307 to the same path and
+// query at base (another server's URL); "" stops it.
+func (s *Server) RedirectTo(base string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.redirect = base
+}
+
 // Requests returns the calls answered so far, in order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -217,7 +255,12 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	if len(s.failures) > 0 {
 		fail, s.failures = s.failures[0], s.failures[1:]
 	}
+	redirect := s.redirect
 	s.mu.Unlock()
+	if redirect != "" {
+		http.Redirect(w, r, strings.TrimSuffix(redirect, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		return http.StatusTemporaryRedirect
+	}
 	if fail != 0 {
 		return writeMessage(w, fail, "Server Error (injected by the test)")
 	}
@@ -415,7 +458,41 @@ func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request, planID int
 	for _, a := range accounts {
 		items = append(items, s.accountJSON(a))
 	}
+	if s.misbehave != Behave {
+		return s.writeMisbehaving(w, r, planID, items)
+	}
 	return s.writePage(w, r, items)
+}
+
+// writeMisbehaving answers a page of accounts as s.misbehave says.
+func (s *Server) writeMisbehaving(w http.ResponseWriter, r *http.Request, planID int64, items []any) int {
+	page, perPage, ok := paging(r.URL.Query())
+	if !ok {
+		return writeMessage(w, http.StatusUnprocessableEntity, "Invalid page or per_page")
+	}
+	next := page + 1
+	switch s.misbehave {
+	case RepeatPage:
+		next = 1
+	case Endless:
+		plan, _ := s.planByID(planID)
+		items = items[:0]
+		for range perPage {
+			s.endless++
+			a := &Account{ID: 1_000_000 + s.endless, Login: fmt.Sprintf("endless-%d", s.endless), planID: plan.ID}
+			items = append(items, s.accountJSON(a))
+		}
+	}
+	items = items[:min(len(items), perPage)]
+	q := r.URL.Query()
+	q.Set("page", strconv.Itoa(next))
+	q.Set("per_page", strconv.Itoa(perPage))
+	w.Header().Set("Link", fmt.Sprintf(`<%s%s?%s>; rel="next"`, strings.TrimSuffix(s.URL, "/"), r.URL.Path, q.Encode()))
+	body, err := json.Marshal(items)
+	if err != nil {
+		return writeMessage(w, http.StatusInternalServerError, err.Error())
+	}
+	return writeJSON(w, http.StatusOK, body)
 }
 
 func (s *Server) planByID(id int64) (Plan, bool) {

@@ -27,15 +27,16 @@ type Invoice struct {
 	AmountPaid      int64
 	Currency        string
 	CustomerEmail   string
+	AccountID       string // the Stripe connected account; "" for the platform's own
 }
 
 const insertSQL = `
-INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
-SELECT $1, $2, $3, $4, $5, NULLIF($6, '') WHERE receiver_claimed()
+INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email, account_id)
+SELECT $1, $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, '') WHERE receiver_claimed()
 `
 
 func invoiceArgs(inv Invoice, status string) []any {
-	return []any{inv.StripeInvoiceID, status, inv.AmountDue, inv.AmountPaid, inv.Currency, inv.CustomerEmail}
+	return []any{inv.StripeInvoiceID, status, inv.AmountDue, inv.AmountPaid, inv.Currency, inv.CustomerEmail, inv.AccountID}
 }
 
 // EnsurePending creates the invoice as pending if it does not exist. An

@@ -22,6 +22,12 @@
 //     every endpoint, pending ones included).
 //   - Unknown parameters are refused with 400, as Stripe does, so that a
 //     client sending something Stripe would refuse fails here too.
+//   - Connect: a request with the Stripe-Account header lists that
+//     connected account's events (AddFor), one without it the platform's
+//     own; an account the platform is not connected to is a 403.
+//
+// It can also misbehave as a broken or hostile API would (Misbehave,
+// RedirectTo), for the tests of reconciliation's bounds.
 //
 // Events are stored as raw JSON and served byte for byte, so a test can
 // check that a client keeps each event exactly as the API returned it.
@@ -57,6 +63,9 @@ type Event struct {
 	Delivered bool
 	// Raw is the event's JSON object exactly as the API returns it.
 	Raw []byte
+	// Account is the connected account the event belongs to; "": the
+	// platform's own.
+	Account string
 
 	seq int // order of addition, which breaks ties within one second
 }
@@ -67,7 +76,27 @@ type Request struct {
 	Path   string
 	Query  url.Values
 	Status int
+	// Account is the request's Stripe-Account header.
+	Account string
 }
+
+// Misbehaviour is a way the fake API can page wrongly (Misbehave).
+type Misbehaviour int
+
+const (
+	// Behave: page as Stripe does.
+	Behave Misbehaviour = iota
+	// RepeatPage answers every list request with the page it would answer
+	// without its cursor, and has_more: a client that follows has_more is
+	// handed the same cursor again and again.
+	RepeatPage
+	// EmptyMore answers every list request with no event and has_more.
+	EmptyMore
+	// Endless answers every list request with a page of events never seen
+	// before (created within the request's window), and has_more: a
+	// listing that never ends.
+	Endless
+)
 
 // Server is a running fake of Stripe's Events API.
 type Server struct {
@@ -76,17 +105,21 @@ type Server struct {
 	// Key is the API key the server accepts.
 	Key string
 
-	mu       sync.Mutex
-	events   []*Event
-	seq      int
-	requests []Request
-	failures []int
+	mu        sync.Mutex
+	events    []*Event
+	seq       int
+	requests  []Request
+	failures  []int
+	connected map[string]bool
+	misbehave Misbehaviour
+	redirect  string
+	endless   int
 }
 
 // New starts a fake API that accepts key, and stops it when the test ends.
 func New(tb testing.TB, key string) *Server {
 	tb.Helper()
-	s := &Server{Key: key}
+	s := &Server{Key: key, connected: map[string]bool{}}
 	ts := httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	tb.Cleanup(ts.Close)
 	s.URL = ts.URL
@@ -98,6 +131,14 @@ func New(tb testing.TB, key string) *Server {
 // JSON is laid out as Stripe lays out API responses, with a field stripe-go
 // does not know so that a client that re-marshals the event loses it.
 func (s *Server) Add(typ string, created time.Time, object any, delivered bool) Event {
+	return s.AddFor("", typ, created, object, delivered)
+}
+
+// AddFor is Add for an event of the connected account (acct_…), listed
+// with the Stripe-Account header; its JSON carries the account, as Stripe's
+// events of connected accounts do. The platform is connected to the
+// account from then on.
+func (s *Server) AddFor(account, typ string, created time.Time, object any, delivered bool) Event {
 	s.mu.Lock()
 	id := fmt.Sprintf("evt_test%016d", s.seq+1)
 	s.mu.Unlock()
@@ -119,9 +160,13 @@ func (s *Server) Add(typ string, created time.Time, object any, delivered bool) 
 		"pending_webhooks": pending,
 		"request":          map[string]any{"id": nil, "idempotency_key": nil},
 		"type":             typ,
+		"account":          account,
 		"context_unknown_to_stripe_go": map[string]any{
 			"note": "kept only by clients that store the event as the API returned it",
 		},
+	}
+	if account == "" {
+		delete(raw, "account")
 	}
 	b, err := json.MarshalIndent(raw, "", "  ")
 	if err != nil {
@@ -135,12 +180,13 @@ func (s *Server) Add(typ string, created time.Time, object any, delivered bool) 
 }
 
 // AddRaw adds an event given as its full JSON object (a fixture, say); its
-// id, type and created are read from it. Raw is served as given.
+// id, type, created and account are read from it. Raw is served as given.
 func (s *Server) AddRaw(raw []byte, delivered bool) (Event, error) {
 	var head struct {
 		ID      string `json:"id"`
 		Type    string `json:"type"`
 		Created int64  `json:"created"`
+		Account string `json:"account"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil {
 		return Event{}, fmt.Errorf("stripetest: event: %w", err)
@@ -162,10 +208,37 @@ func (s *Server) AddRaw(raw []byte, delivered bool) (Event, error) {
 		Created:   time.Unix(head.Created, 0),
 		Delivered: delivered,
 		Raw:       bytes.Clone(raw),
+		Account:   head.Account,
 		seq:       s.seq,
+	}
+	if ev.Account != "" {
+		s.connected[ev.Account] = true
 	}
 	s.events = append(s.events, ev)
 	return *ev, nil
+}
+
+// Connect connects the platform to an account, with no events yet.
+func (s *Server) Connect(account string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.connected[account] = true
+}
+
+// Misbehave makes the list endpoint page as m says, from the next request
+// on.
+func (s *Server) Misbehave(m Misbehaviour) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.misbehave = m
+}
+
+// RedirectTo makes every request answered with a 307 to the same path and
+// query at base (another server's URL); "" stops it.
+func (s *Server) RedirectTo(base string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.redirect = base
 }
 
 // SetDelivered changes whether an event counts as delivered.
@@ -239,7 +312,8 @@ type apiError struct {
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	status := s.answer(w, r)
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: status})
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: status,
+		Account: r.Header.Get("Stripe-Account")})
 	s.mu.Unlock()
 }
 
@@ -250,12 +324,26 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	if len(s.failures) > 0 {
 		fail, s.failures = s.failures[0], s.failures[1:]
 	}
+	redirect := s.redirect
 	s.mu.Unlock()
+	if redirect != "" {
+		http.Redirect(w, r, strings.TrimSuffix(redirect, "/")+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+		return http.StatusTemporaryRedirect
+	}
 	if fail != 0 {
 		return writeError(w, fail, apiError{Type: "api_error", Message: "An unknown error occurred (injected by the test)."})
 	}
 	if st, e := s.authenticate(r); st != 0 {
 		return writeError(w, st, e)
+	}
+	if acct := r.Header.Get("Stripe-Account"); acct != "" {
+		s.mu.Lock()
+		ok := s.connected[acct]
+		s.mu.Unlock()
+		if !ok {
+			return writeError(w, http.StatusForbidden, apiError{Type: "invalid_request_error", Code: "account_invalid",
+				Message: "The provided key does not have access to account '" + acct + "' (or that account does not exist). Application access may have been revoked."})
+		}
 	}
 	if r.Method != http.MethodGet {
 		return writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error",
@@ -442,9 +530,19 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) int {
 	if e != nil {
 		return writeError(w, http.StatusBadRequest, *e)
 	}
+	account := r.Header.Get("Stripe-Account")
 	s.mu.Lock()
-	all := s.sortedLocked()
+	all := slices.DeleteFunc(s.sortedLocked(), func(e *Event) bool { return e.Account != account })
+	misbehave := s.misbehave
 	s.mu.Unlock()
+	switch misbehave {
+	case RepeatPage:
+		q.startingAfter, q.endingBefore = "", ""
+	case EmptyMore:
+		return writePage(w, nil, true)
+	case Endless:
+		return writePage(w, s.endlessPage(q), true)
+	}
 
 	// A cursor is a position in the whole list, newest first.
 	window := all
@@ -479,7 +577,38 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) int {
 			page = matching[:q.limit]
 		}
 	}
+	if misbehave == RepeatPage {
+		hasMore = true
+	}
+	return writePage(w, page, hasMore)
+}
 
+// endlessPage makes a page of events never listed before, created within
+// q's window, newest first.
+func (s *Server) endlessPage(q query) []*Event {
+	at := time.Now().Add(-time.Minute).Unix()
+	if lo, ok := q.created["gte"]; ok && at < lo {
+		at = lo
+	}
+	if hi, ok := q.created["lt"]; ok && at >= hi {
+		at = hi - 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	page := make([]*Event, q.limit)
+	for i := range page {
+		s.endless++
+		// Newest first, so that a client paging either way sees new ids.
+		id := fmt.Sprintf("evt_endless%012d", 1_000_000_000_000-s.endless)
+		page[i] = &Event{ID: id, Type: "product.created", Created: time.Unix(at, 0), Raw: []byte(fmt.Sprintf(
+			`{"id": %q, "object": "event", "api_version": "2023-10-16", "created": %d, "livemode": false, "pending_webhooks": 0, `+
+				`"type": "product.created", "data": {"object": {"id": "prod_%d", "object": "product"}}}`, id, at, s.endless))}
+	}
+	return page
+}
+
+// writePage writes a list page as Stripe lays it out.
+func writePage(w http.ResponseWriter, page []*Event, hasMore bool) int {
 	var b bytes.Buffer
 	b.WriteString("{\n  \"object\": \"list\",\n  \"data\": [")
 	for i, e := range page {
