@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
+	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -41,6 +42,15 @@ type Config struct {
 	AdminHosts        []string
 	AdminCookieSecure bool
 	AdminLockout      time.Duration
+
+	// DatabasePooler says whether DatabaseURL is a transaction-mode pooler
+	// (DATABASE_POOLER); with db.PoolerTransaction, DatabaseURL carries
+	// the pgx statement mode db.PoolerURL gives it.
+	DatabasePooler db.Pooler
+	// DatabaseSessionURL (DATABASE_SESSION_URL) is where session state
+	// works: migrations and session locks go there. "" means DatabaseURL;
+	// required with db.PoolerTransaction. SessionURL resolves it.
+	DatabaseSessionURL string
 
 	// Providers holds each registered provider's configuration, by source.
 	Providers map[string]Provider
@@ -164,6 +174,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	d := webhooks.Defaults
 	c := Config{
 		DatabaseURL:        l.str("DATABASE_URL", ""),
+		DatabasePooler:     db.Pooler(l.str("DATABASE_POOLER", string(db.PoolerNone))),
+		DatabaseSessionURL: l.str("DATABASE_SESSION_URL", ""),
 		HTTPAddr:           l.str("HTTP_ADDR", DefaultHTTPAddr),
 		MetricsAddr:        l.str("METRICS_ADDR", ""),
 		AdminAddr:          l.str("ADMIN_ADDR", ""),
@@ -232,11 +244,7 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		l.fail("ADMIN_TOKEN", devRefusal)
 	}
 
-	if c.DatabaseURL == "" {
-		l.fail("DATABASE_URL", "is required (for example postgres://user:pass@localhost:5432/receiver)")
-	} else if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
-		l.fail("DATABASE_URL", "is not a PostgreSQL connection URL")
-	}
+	c.loadDatabase(&l)
 	for _, a := range []struct{ name, value string }{{"HTTP_ADDR", c.HTTPAddr}, {"METRICS_ADDR", c.MetricsAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
 		if a.value == "" {
 			continue
@@ -372,6 +380,72 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", errors.Join(l.errs...))
 	}
 	return c, nil
+}
+
+// loadDatabase checks DATABASE_URL, DATABASE_POOLER and
+// DATABASE_SESSION_URL together. Several hosts need target_session_attrs
+// read-write (or primary), without which a standby listed first would take
+// every write and refuse it. Behind a transaction-mode pooler, a session
+// URL is required and DATABASE_URL gets a statement mode the pooler can
+// carry (db.PoolerURL).
+func (c *Config) loadDatabase(l *loader) {
+	urls := []struct{ name, value string }{{"DATABASE_URL", c.DatabaseURL}, {"DATABASE_SESSION_URL", c.DatabaseSessionURL}}
+	for _, u := range urls {
+		if u.value == "" {
+			continue
+		}
+		if _, err := pgx.ParseConfig(u.value); err != nil {
+			l.fail(u.name, "is not a PostgreSQL connection URL")
+			continue
+		}
+		if n, attrs := db.Hosts(u.value); n > 1 && attrs != "read-write" && attrs != "primary" {
+			l.fail(u.name, fmt.Sprintf("names %d hosts: add target_session_attrs=read-write, so that only a primary is "+
+				"written to and a promoted standby is followed (got %q)", n, attrs))
+		}
+	}
+	if c.DatabaseURL == "" {
+		l.fail("DATABASE_URL", "is required (for example postgres://user:pass@localhost:5432/receiver)")
+	}
+	switch c.DatabasePooler {
+	case db.PoolerNone:
+	case db.PoolerTransaction:
+		if c.DatabaseSessionURL == "" {
+			l.fail("DATABASE_SESSION_URL", "is required with DATABASE_POOLER=transaction: a direct (or session-mode pooler) "+
+				"connection for migrations and the locks that let one replica run a job, which a transaction-mode pooler cannot hold")
+		} else if c.DatabaseSessionURL == c.DatabaseURL {
+			l.fail("DATABASE_SESSION_URL", "is DATABASE_URL, the transaction-mode pooler: it must reach PostgreSQL directly "+
+				"(or through a session-mode pooler)")
+		}
+		if c.DatabaseURL != "" {
+			u, err := db.PoolerURL(c.DatabaseURL)
+			if err != nil {
+				l.fail("DATABASE_URL", err.Error())
+			} else {
+				c.DatabaseURL = u
+			}
+		}
+	default:
+		l.fail("DATABASE_POOLER", fmt.Sprintf("must be none or transaction, got %q", c.DatabasePooler))
+	}
+}
+
+// SessionURL is where migrations and session locks go:
+// DATABASE_SESSION_URL, else DATABASE_URL.
+func (c Config) SessionURL() string {
+	if c.DatabaseSessionURL != "" {
+		return c.DatabaseSessionURL
+	}
+	return c.DatabaseURL
+}
+
+// DBOptions are the options of every pool opened on DATABASE_URL: its
+// session URL, when DATABASE_SESSION_URL is set.
+func (c Config) DBOptions(log *slog.Logger) []db.Option {
+	opts := []db.Option{db.WithLogger(log)}
+	if c.DatabaseSessionURL != "" {
+		opts = append(opts, db.WithSession(c.DatabaseSessionURL))
+	}
+	return opts
 }
 
 // The terms of MemoryBound that no setting names, measured with margin
@@ -517,6 +591,8 @@ func (c Config) Processor() webhooks.Options {
 func (c Config) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("DATABASE_URL", maskURL(c.DatabaseURL)),
+		slog.String("DATABASE_POOLER", string(c.DatabasePooler)),
+		slog.String("DATABASE_SESSION_URL", maskURL(c.DatabaseSessionURL)),
 		slog.String("HTTP_ADDR", c.HTTPAddr),
 		slog.String("METRICS_ADDR", c.MetricsAddr),
 		slog.String("ADMIN_ADDR", c.AdminAddr),

@@ -266,6 +266,11 @@ func (s *Server) readyz(c *echo.Context) error {
 	case err != nil:
 		s.log.WarnContext(ctx, "not ready: database unavailable", "error", err)
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database unavailable"})
+	case r.ReadOnly:
+		// Reached a standby (a pooler or an address that still points
+		// at a demoted primary): no delivery can be written there.
+		s.log.WarnContext(ctx, "not ready: the database is a standby (read-only)")
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database read-only"})
 	case !r.Current():
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{
 			"status": "unavailable", "reason": "schema not current", "schema_version": r.Version, "want": r.Want, "dirty": r.Dirty})

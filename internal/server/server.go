@@ -157,14 +157,15 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 			}
 		}
 	}
-	if err := db.Migrate(cfg.DatabaseURL); err != nil {
+	// Over the session URL: golang-migrate's lock is a session lock.
+	if err := db.Migrate(cfg.SessionURL()); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
 	if err := s.setupTracing(ctx); err != nil {
 		return nil, err
 	}
-	if s.pool, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
+	if s.pool, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns, cfg.DBOptions(log)...); err != nil {
 		return nil, err
 	}
 	pool := s.pool
@@ -205,6 +206,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		pool.Close()
 		return nil, err
 	}
+	s.setupFailoverWatch(reg.Reconcilers)
 	if cfg.AdminAddr != "" {
 		if err := s.setupConsole(provs); err != nil {
 			pool.Close()

@@ -206,8 +206,10 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 		if why != "" {
 			status = StatusSkipped
 		}
+		// The payload goes as JSON text: a []byte is bytea to pgx, sent
+		// as "\x…" in the exec mode a transaction-mode pooler needs.
 		args := append(slices.Clip(it.args), StepKey(ev.Key, s.Name), ev.Source, ev.Key, s.Name, s.Kind,
-			[]byte(payload), tp, string(status), why)
+			string(payload), tp, string(status), why)
 		b.Queue(stepInsertSQL(it.sql, len(it.args)), args...)
 	}
 
