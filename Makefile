@@ -24,7 +24,7 @@ run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
 	else scripts/ensure-postgres.sh && exec $(BIN)/dev -dev-secrets -- $(BIN)/server; fi
 
-test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL
+test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL (and through PgBouncer)
 	scripts/ensure-postgres.sh
 	scripts/ensure-pgbouncer.sh
 	scripts/ensure-chromium.sh >/dev/null

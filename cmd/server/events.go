@@ -92,7 +92,7 @@ func openOperator(ctx context.Context, getenv func(string) string, stderr io.Wri
 		return operatorEnv{}, err
 	}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	pool, err := db.Open(ctx, cfg.DatabaseURL, conns)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, conns, cfg.DBOptions(log)...)
 	if err != nil {
 		return operatorEnv{}, err
 	}
@@ -181,6 +181,7 @@ func eventsShow(ctx context.Context, getenv func(string) string, specs []webhook
 	if err != nil {
 		return err
 	}
+	d.AddRefs(providers.StepKinds(env.cfg))
 	records, err := ops.Related(ctx, env.pool, d, specs)
 	if err != nil {
 		return err
@@ -229,6 +230,7 @@ func eventsShow(ctx context.Context, getenv func(string) string, specs []webhook
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	printRefs(stdout, d.Claims)
 	printAttempts(stdout, d.Claims)
 	if !records.Empty() {
 		fmt.Fprintln(stdout, "\nrecords:")
@@ -244,6 +246,26 @@ func eventsShow(ctx context.Context, getenv func(string) string, specs []webhook
 		fmt.Fprintf(stdout, "  %s\n", d.Body)
 	}
 	return nil
+}
+
+// printRefs writes what each step sends that is the same on every attempt
+// (its Message-ID, its Idempotency-Key), to look for downstream.
+func printRefs(w io.Writer, claims []ops.Claim) {
+	var lines []string
+	for _, c := range claims {
+		for _, r := range c.Refs {
+			lines = append(lines, fmt.Sprintf("  %s\t%s\t%s", c.Step, r.Name, r.Value))
+		}
+	}
+	if len(lines) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nsent with:")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range lines {
+		fmt.Fprintln(tw, l)
+	}
+	_ = tw.Flush()
 }
 
 // printAttempts writes every attempt of every step: when, how long, the

@@ -124,7 +124,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 			"set them as the server has them, or pass --allow-unconfigured to accept that", strings.Join(missing, "\n  "))
 	}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 8)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 8, cfg.DBOptions(log)...)
 	if err != nil {
 		return err
 	}

@@ -225,6 +225,20 @@ func (k EmailKind) Unconfigured() string {
 // Unavailable implements webhooks.StepKind.
 func (EmailKind) Unavailable(payload json.RawMessage) string { return unreadable(payload) }
 
+// Refs implements webhooks.Referrer: the alert email's Message-ID.
+func (k EmailKind) Refs(key string, payload json.RawMessage) []webhooks.Ref {
+	var a Alert
+	_ = json.Unmarshal(payload, &a)
+	domain := a.MessageIDDomain
+	if domain == "" {
+		domain = k.Domain
+	}
+	if domain == "" {
+		return nil
+	}
+	return []webhooks.Ref{{Name: "Message-ID", Value: mail.MessageID(key, domain)}}
+}
+
 // Run implements webhooks.StepKind: one attempt to send the alert.
 func (k EmailKind) Run(ctx context.Context, key string, payload json.RawMessage) error {
 	var a Alert

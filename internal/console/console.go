@@ -92,13 +92,15 @@ type Config struct {
 	// Lockout (ADMIN_LOCKOUT) is how long a client that gave too many
 	// wrong tokens is refused, and the window they are counted in (0:
 	// DefaultLockout).
-	Lockout    time.Duration
-	DB         webhooks.Querier
-	Processor  Processor
-	Providers  map[string]webhooks.Provider // by source
-	Specs      []webhooks.Spec
-	Lease      time.Duration // LEASE_DURATION
-	MailDomain string        // for Message-IDs of steps planned without one
+	Lockout   time.Duration
+	DB        webhooks.Querier
+	Processor Processor
+	Providers map[string]webhooks.Provider // by source
+	Specs     []webhooks.Spec
+	Lease     time.Duration // LEASE_DURATION
+	// Kinds are the step kinds, which say what each step sends that an
+	// operator can look for downstream (webhooks.Referrer).
+	Kinds      webhooks.StepKinds
 	Gatherer   prometheus.Gatherer
 	Reconciler Reconciler // nil: no reconcile action
 	// AlertChannels are the operator alerts' channels configured

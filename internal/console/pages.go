@@ -295,8 +295,8 @@ func (c *Console) claimViews(claims []ops.Claim) []claimView {
 	now := c.cfg.Now()
 	out := make([]claimView, len(claims))
 	for i, cl := range claims {
-		if cl.MessageID == "" && cl.IdempotencyKey == "" {
-			cl.IdempotencyKey, cl.MessageID = ops.StepRefs(cl, c.cfg.MailDomain)
+		if cl.Kind == "step" && cl.Refs == nil {
+			cl.Refs = c.cfg.Kinds.Refs(cl.StepKind, cl.Key, cl.Payload)
 		}
 		out[i] = claimView{Claim: cl}
 		if cl.Kind == "step" && cl.Status == string(webhooks.StatusInProgress) {

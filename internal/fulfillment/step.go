@@ -56,6 +56,12 @@ func (k Kind) Unconfigured() string {
 	return ""
 }
 
+// Refs implements webhooks.Referrer: the Idempotency-Key every attempt of
+// the step sends (also its webhook-id when calls are signed).
+func (Kind) Refs(key string, _ json.RawMessage) []webhooks.Ref {
+	return []webhooks.Ref{{Name: "Idempotency-Key", Value: IdempotencyKey(key)}}
+}
+
 // Unavailable implements webhooks.StepKind.
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var p Payload

@@ -101,6 +101,21 @@ func (k Kind) Unconfigured() string {
 	return ""
 }
 
+// Refs implements webhooks.Referrer: the Message-ID every attempt of the
+// step sends, with the domain stamped on the step when it was planned (this
+// process's for a step planned before steps carried one).
+func (k Kind) Refs(key string, payload json.RawMessage) []webhooks.Ref {
+	var e Email
+	_ = jsonv2.Unmarshal(payload, &e)
+	if e.MessageIDDomain == "" {
+		e.MessageIDDomain = k.Domain
+	}
+	if e.MessageIDDomain == "" {
+		return nil
+	}
+	return []webhooks.Ref{{Name: "Message-ID", Value: MessageID(key, e.MessageIDDomain)}}
+}
+
 // Unavailable implements webhooks.StepKind.
 func (k Kind) Unavailable(payload json.RawMessage) string {
 	var e Email

@@ -271,9 +271,11 @@ type Claim struct {
 	NextAttemptAt *time.Time `json:"next_attempt_at,omitempty"`
 	// What the step's attempts send outside, the same on every attempt:
 	// a fulfillment call's Idempotency-Key, an email's Message-ID.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	MessageID      string `json:"message_id,omitempty"`
-	Payload        []byte `json:"-"`
+	// Refs are what the step sends outside that is the same on every
+	// attempt (its Message-ID, its Idempotency-Key), as its kind says
+	// (Detail.AddRefs).
+	Refs    []webhooks.Ref `json:"refs,omitempty"`
+	Payload []byte         `json:"-"`
 	// History is every attempt of a step, oldest first (none for the
 	// event's own claim).
 	History []Attempt `json:"history,omitempty"`
@@ -327,6 +329,17 @@ type Detail struct {
 	Claims     []Claim     `json:"claims"`
 }
 
+// AddRefs sets the Refs of every step of d, as the kinds of this process
+// describe them (webhooks.Referrer): a kind this process does not run
+// shows none.
+func (d *Detail) AddRefs(kinds webhooks.StepKinds) {
+	for i, c := range d.Claims {
+		if c.Kind == "step" {
+			d.Claims[i].Refs = kinds.Refs(c.StepKind, c.Key, c.Payload)
+		}
+	}
+}
+
 // ErrNotFound is returned for a key with no stored event.
 var ErrNotFound = webhooks.ErrNotFound
 
@@ -370,7 +383,6 @@ ORDER BY kind, event_key`, d.Key)
 		var resolvedAt *time.Time
 		err := r.Scan(&c.Key, &c.Kind, &c.Step, &c.StepKind, &c.Status, &c.Attempts, &c.ClaimToken, &c.LastError,
 			&c.ClaimedAt, &c.CompletedAt, &c.NextAttemptAt, &c.Payload, &body, &resolvedAt, &res.By, &res.Reason)
-		c.IdempotencyKey, c.MessageID = StepRefs(c, "")
 		if c.Kind == "event" {
 			d.Body = body
 			switch {

@@ -31,7 +31,7 @@ func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
 		Providers:  provs,
 		Specs:      s.cfg.Specs(),
 		Lease:      s.cfg.LeaseDuration,
-		MailDomain: s.cfg.MailDomain(),
+		Kinds:      s.proc.Kinds(),
 		Gatherer:   s.registry,
 		Reconciler: rec,
 		Log:        s.log,

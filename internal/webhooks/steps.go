@@ -39,6 +39,32 @@ type StepKind interface {
 // StepKinds are the kinds a processor can run, by Step.Kind.
 type StepKinds map[string]StepKind
 
+// Ref is a value a step sends outside that is the same on every attempt of
+// it and different for every other step (an email's Message-ID, a call's
+// Idempotency-Key), so that an operator can find downstream what the step
+// did, and tell a repeated attempt from a second one.
+type Ref struct {
+	Name  string `json:"name"`  // what it is called where it travels: "Message-ID", "Idempotency-Key"
+	Value string `json:"value"` // its value for this step
+}
+
+// Referrer is an optional method of a StepKind: the Refs of one of its
+// steps, from its claim key and payload. A kind that sends nothing an
+// operator could look for need not implement it.
+type Referrer interface {
+	Refs(key string, payload json.RawMessage) []Ref
+}
+
+// Refs returns the Refs of a step of the given kind, or none when this
+// process does not know the kind or the kind says nothing: how operators'
+// tools (internal/ops, the console) show them without knowing any kind.
+func (ks StepKinds) Refs(kind, key string, payload json.RawMessage) []Ref {
+	if r, ok := ks[kind].(Referrer); ok {
+		return r.Refs(key, payload)
+	}
+	return nil
+}
+
 // permanent reports whether err says that retrying cannot help (the
 // fulfillment API answered 4xx, an address is malformed).
 func permanent(err error) bool {

@@ -20,7 +20,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
@@ -113,6 +115,13 @@ func (*outbox) Prepare(p json.RawMessage) (json.RawMessage, error) { return p, n
 func (*outbox) Unconfigured() string                               { return "" }
 func (*outbox) Unavailable(json.RawMessage) string                 { return "" }
 
+// Refs says what each call sends that operators can look for downstream:
+// a kind of the fork's own shows in `events show` and the console like the
+// receiver's own kinds.
+func (*outbox) Refs(key string, _ json.RawMessage) []webhooks.Ref {
+	return []webhooks.Ref{{Name: "X-Outbox-Id", Value: "out-" + key}}
+}
+
 func (k *outbox) Run(_ context.Context, key string, payload json.RawMessage) error {
 	var p struct {
 		URL   string        `json:"url"`
@@ -181,6 +190,26 @@ func TestForkDelivery(t *testing.T) {
 	calls := out.all()
 	if len(calls) != 1 || len(calls["ac_evt_1/webhook.out"]) != 1 || calls["ac_evt_1/webhook.out"][0] != "A-1" {
 		t.Errorf("webhook.out calls = %v, want one for A-1 under ac_evt_1/webhook.out", calls)
+	}
+
+	// What operators see of each step: its kind says what it sent.
+	d, err := ops.Show(context.Background(), r.Pool, "ac_evt_1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.AddRefs(r.Server.Processor().Kinds())
+	refs := map[string]string{}
+	for _, c := range d.Claims {
+		for _, ref := range c.Refs {
+			refs[c.Step+" "+ref.Name] = ref.Value
+		}
+	}
+	want := map[string]string{
+		"webhook.out X-Outbox-Id":       "out-ac_evt_1/webhook.out",
+		"email.confirmation Message-ID": mail.MessageID("ac_evt_1/email.confirmation", "example.test"),
+	}
+	if diff := cmp.Diff(want, refs); diff != "" {
+		t.Errorf("refs of the event's steps (-want +got):\n%s", diff)
 	}
 }
 
