@@ -139,10 +139,6 @@ func runPooled(m *testing.M) int {
 	return m.Run()
 }
 
-// Pooled reports whether the tests run through a transaction-mode pooler
-// (EnvPooler).
-func Pooled() bool { return bouncer != nil }
-
 func startServer(dir string) (*pglocal.Cluster, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
