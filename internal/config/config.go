@@ -748,6 +748,16 @@ func (l *loader) integer(name string, def int) int {
 	return n
 }
 
+// silenceExample is an example of SILENCE_ALERT_AFTER with the providers'
+// own names ("alpha=6h,beta=7d").
+func silenceExample(specs []webhooks.Spec) string {
+	var parts []string
+	for i, s := range specs[:min(2, len(specs))] {
+		parts = append(parts, s.Source+"="+[]string{"6h", "7d"}[i])
+	}
+	return strings.Join(parts, ",")
+}
+
 // silences reads SILENCE_ALERT_AFTER: "source=duration" pairs, comma-
 // separated, each duration a Go duration or a number of days ("7d"), or
 // "off".
@@ -762,7 +772,7 @@ func (l *loader) silences(name string, specs []webhooks.Spec) map[string]time.Du
 		}
 		switch {
 		case !ok:
-			l.fail(name, fmt.Sprintf("%q is not source=duration (stripe=6h,github=7d)", pair))
+			l.fail(name, fmt.Sprintf("%q is not source=duration (%s)", pair, silenceExample(specs)))
 			continue
 		case !known:
 			l.fail(name, fmt.Sprintf("%q names no provider", source))

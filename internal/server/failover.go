@@ -88,7 +88,7 @@ func (w *primaryWatch) changed(ctx context.Context, from, to db.Primary) {
 	if from.SystemID != to.SystemID {
 		what = "the database is another cluster"
 	}
-	todo := "no catch-up is configured (STRIPE_API_KEY, …): such events cannot be brought back"
+	todo := "no catch-up is configured (a provider's API key is unset: see `server reconcile --help`): such events cannot be brought back"
 	if len(w.commands) > 0 {
 		todo = "run: " + strings.Join(w.commands, "; ")
 	}

@@ -96,6 +96,7 @@ var Spec = webhooks.Spec{
 	// (up to 90 days) past its pruned key changes nothing: every write and
 	// step of an event is safe to run again.
 	Retention:    3 * 24 * time.Hour,
+	Retries:      "retries up to 10 times with back-off, and disables the endpoint after 10 failures in a row",
 	OrderSources: []string{Source},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		return New(s.Secrets), nil
