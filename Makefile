@@ -30,11 +30,11 @@ check: build lint ## lint, unit and database tests: no end-to-end, no browser (a
 	scripts/ensure-postgres.sh
 	LOG=var/check.log scripts/test.sh -short $$(scripts/packages.sh check)
 
-test: build lint ## every test: unit, database, end-to-end and browser; the core under the race detector
+test: build lint ## every test: unit, database (also through PgBouncer), end-to-end and browser; the core under the race detector
 	scripts/ensure-postgres.sh
 	scripts/ensure-pgbouncer.sh
 	scripts/ensure-chromium.sh >/dev/null
-	RACE=core scripts/test.sh
+	RACE=core POOLER=1 scripts/test.sh
 
 race: build ## the race detector on the core: internal/webhooks and the providers
 	scripts/ensure-postgres.sh

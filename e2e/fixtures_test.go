@@ -41,11 +41,17 @@ func mustJSON(v any) []byte {
 
 // stripeEvent is a Stripe Event envelope around object.
 func stripeEvent(id, typ string, object map[string]any) []byte {
+	return stripeEventAt(id, typ, time.Unix(1764460800, 0), object)
+}
+
+// stripeEventAt is a Stripe Event envelope around object, created at
+// created (which a catch-up's --since window selects on).
+func stripeEventAt(id, typ string, created time.Time, object map[string]any) []byte {
 	return mustJSON(map[string]any{
 		"id":               id,
 		"object":           "event",
 		"api_version":      "2023-10-16",
-		"created":          1764460800,
+		"created":          created.Unix(),
 		"data":             map[string]any{"object": object},
 		"livemode":         false,
 		"pending_webhooks": 1,
@@ -57,8 +63,13 @@ func stripeEvent(id, typ string, object map[string]any) []byte {
 // checkout is a paid checkout.session.completed: an order, a confirmation
 // email and a fulfillment call.
 func checkout(n int, prefix string) delivery {
+	return checkoutAt(n, prefix, time.Unix(1764460800, 0))
+}
+
+// checkoutAt is checkout's event, created at created.
+func checkoutAt(n int, prefix string, created time.Time) delivery {
 	id := fmt.Sprintf("evt_%s_checkout_%04d", prefix, n)
-	return stripeDelivery(id, stripeEvent(id, "checkout.session.completed", map[string]any{
+	return stripeDelivery(id, stripeEventAt(id, "checkout.session.completed", created, map[string]any{
 		"id":               checkoutSession(n, prefix),
 		"object":           "checkout.session",
 		"mode":             "payment",

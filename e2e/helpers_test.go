@@ -46,6 +46,7 @@ import (
 const (
 	stripeSecret = "whsec_e2e_receiver_secret"
 	githubSecret = "e2e-github-secret-0123456789abcdef"
+	paddleSecret = "pdl_ntfset_e2e_receiver_secret_0123456789"
 	mailDomain   = "example.test"
 	mailFrom     = "Shop <shop@example.test>"
 	notifyEmail  = "owner@example.test"
@@ -368,7 +369,8 @@ type proc struct {
 	waitErr error         // cmd.Wait's result, set before done is closed
 
 	out     *logBuf
-	logTail int // how many lines of output a failed test shows
+	logTail int         // how many lines of output a failed test shows
+	addr    chan string // the address of its "receiver listening" line
 }
 
 // logBuf keeps a process's output lines and lets a test wait for one.
@@ -410,6 +412,15 @@ func (b *logBuf) contains(substr string) bool {
 // test log if the test failed.
 func startProc(t *testing.T, name, bin string, args []string, env map[string]string) *proc {
 	t.Helper()
+	p := spawnProc(t, name, bin, args, env)
+	p.waitStarted(t)
+	return p
+}
+
+// spawnProc starts bin as startProc does, without waiting for it: several
+// processes started at once, then waited for (waitStarted).
+func spawnProc(t *testing.T, name, bin string, args []string, env map[string]string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = os.Environ()
 	// Drop anything from the test's environment the receiver reads, so
@@ -435,12 +446,12 @@ func startProc(t *testing.T, name, bin string, args []string, env map[string]str
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{t: t, name: name, cmd: cmd, done: make(chan struct{}), out: newLogBuf(), logTail: 150}
+	p := &proc{t: t, name: name, cmd: cmd, done: make(chan struct{}), out: newLogBuf(), logTail: 150, addr: make(chan string, 1)}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	var readers sync.WaitGroup
-	addr := make(chan string, 1)
+	addr := p.addr
 	readLines := func(r io.Reader, prefix string) {
 		defer readers.Done()
 		sc := bufio.NewScanner(r)
@@ -473,19 +484,24 @@ func startProc(t *testing.T, name, bin string, args []string, env map[string]str
 			p.dumpLog(p.logTail)
 		}
 	})
+	return p
+}
 
+// waitStarted waits for a spawned process's "receiver listening" line, then
+// for GET /readyz to answer 200.
+func (p *proc) waitStarted(t *testing.T) {
+	t.Helper()
 	select {
-	case a := <-addr:
+	case a := <-p.addr:
 		p.URL = "http://" + a
 	case <-p.done:
 		p.dumpLog(100)
-		t.Fatalf("%s exited before listening: %v", name, p.waitErr)
+		t.Fatalf("%s exited before listening: %v", p.name, p.waitErr)
 	case <-time.After(60 * time.Second):
 		p.dumpLog(100)
-		t.Fatalf("%s did not log that it listens within 60s", name)
+		t.Fatalf("%s did not log that it listens within 60s", p.name)
 	}
 	p.waitReady(t, 30*time.Second)
-	return p
 }
 
 // dumpLog writes the last n lines of the process's output to the test log.

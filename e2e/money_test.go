@@ -22,8 +22,6 @@ import (
 // delivered twice in a shuffled order; then what `events show` and the
 // console say of them.
 
-const paddleSecret = "pdl_ntfset_e2e_money_secret_0123456789"
-
 // moneyT0 is when the scenario's first event happened.
 const moneyT0 = 1764460800
 

@@ -26,25 +26,43 @@ import (
 // progress or parked.
 //
 // Which kills landed inside which step is measured, not guessed: only one
-// receiver runs at a time, so once a killed receiver's database sessions are
-// gone, every step lease still held (in_progress, not given back) is an
+// receiver runs at a time, so once no transaction of a killed receiver is
+// left open, every step lease still held (in_progress, not given back) is an
 // attempt that the kill interrupted. Each attempt is one (step, claim_token)
 // pair; the set of them is the exact number of interrupted attempts, and a
 // step can have been sent twice only by an attempt that did not finish.
 func TestKillStorm(t *testing.T) {
-	const (
-		checkouts = 150
-		invoices  = 50 // each a created/paid pair: 100 events
-		purchases = 50
-		clients   = 8
-		kills     = 30
-		lease     = 2 * time.Second
+	w := newWorld(t)
+	killStorm(t, w, fullStorm)
+}
+
+// storm is the size of a kill storm.
+type storm struct {
+	checkouts, invoices, purchases int // invoices: each a created/paid pair
+	clients, kills                 int
+	budget                         time.Duration // for the senders to finish
+}
+
+// fullStorm is TestKillStorm's.
+var fullStorm = storm{checkouts: 150, invoices: 50, purchases: 50, clients: 8, kills: 30, budget: 150 * time.Second}
+
+// killStorm runs a storm of size st against receivers on w, started with
+// env (key, value, …) on top of w.env, and checks what it left: see
+// TestKillStorm.
+func killStorm(t *testing.T, w *world, st storm, env ...string) {
+	t.Helper()
+	var (
+		checkouts = st.checkouts
+		invoices  = st.invoices
+		purchases = st.purchases
+		clients   = st.clients
+		kills     = st.kills
 	)
+	const lease = 2 * time.Second
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	t.Logf("shuffle and kill timings seeded with %d", seed)
 
-	w := newWorld(t)
 	slowAPI := slowFulfillmentAPI(t, w, seed)
 
 	// The events, and what each must lead to.
@@ -73,12 +91,8 @@ func TestKillStorm(t *testing.T) {
 	start := func() *proc {
 		instance++
 		app := fmt.Sprintf("e2e-storm-%d", instance)
-		u, _ := url.Parse(w.DBURL)
-		q := u.Query()
-		q.Set("application_name", app)
-		u.RawQuery = q.Encode()
-		p := startReceiver(t, app, w.env("DATABASE_URL", u.String(), "FULFILLMENT_URL", slowAPI.URL,
-			"LEASE_DURATION", lease.String(), "REDRIVE_INTERVAL", "200ms"))
+		p := startReceiver(t, app, w.env(append([]string{"FULFILLMENT_URL", slowAPI.URL,
+			"LEASE_DURATION", lease.String(), "REDRIVE_INTERVAL", "200ms"}, env...)...))
 		p.logTail = 40
 		return p
 	}
@@ -87,7 +101,7 @@ func TestKillStorm(t *testing.T) {
 	cur.Set(p.URL)
 
 	// The senders.
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), st.budget)
 	defer cancel()
 	queue := make(chan delivery)
 	var (
@@ -150,9 +164,15 @@ func TestKillStorm(t *testing.T) {
 			killsDuringTraffic++
 		}
 		p.Kill()
-		app := p.name
-		waitFor(t, 30*time.Second, "the killed receiver's database sessions to end", func() bool {
-			return count(t, w.DB, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app) == 0
+		// Once no session of the database is in a statement or a
+		// transaction (but the test's own), whatever the killed
+		// receiver had open has ended: rolled back, or committed.
+		// Through a pooler, the server sessions outlive the receiver;
+		// the pooler closes the one of a transaction left open.
+		waitFor(t, 30*time.Second, "the killed receiver's transactions to end", func() bool {
+			return count(t, w.DB, `SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+  AND state IS DISTINCT FROM 'idle'`) == 0
 		})
 		rows, err := w.DB.Query(context.Background(), `
 SELECT event_key, claim_token FROM processed_events

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Makes sure PgBouncer is on this machine, for the benchmark's pooled phase
-# (bench/cmd/benchrun phase 7) and the tests that run the receiver behind a
-# transaction-mode pooler (internal/pgbouncer). When it is missing and we may
+# Makes sure PgBouncer is on this machine, for `make test` (the tests that run
+# the receiver behind a transaction-mode pooler: pgtest's TEST_DATABASE_POOLER,
+# e2e/pooler_test.go, internal/pgbouncer) and the benchmark's pooled phase
+# (bench/cmd/benchrun phase 7). When it is missing and we may
 # install packages (root with apt-get), installs the distribution's pgbouncer
 # package; otherwise says which package to install and fails.
 set -euo pipefail

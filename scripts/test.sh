@@ -4,9 +4,10 @@
 # closes with "N passed, N failed, N skipped".
 #
 #   scripts/test.sh                       every package
-#   RACE=core scripts/test.sh             every package, the core
+#   RACE=core POOLER=1 scripts/test.sh    make test: every package, the core
 #                                         (scripts/packages.sh race) under
-#                                         the race detector: make test
+#                                         the race detector; then the core's
+#                                         tests again through PgBouncer
 #   scripts/test.sh -short PKG...         what make check runs
 #   scripts/test.sh -race PKG...          what make race runs
 #
@@ -55,6 +56,22 @@ if [ "${RACE:-}" = core ]; then
   run -race "${flags[@]}" "${race[@]}" || rc=$?
 else
   run "${flags[@]}" "${pkgs[@]}" || rc=$?
+fi
+
+# Then the core's tests and one provider's conformance suite again, through
+# a transaction-mode PgBouncer that each test binary starts (pgtest's
+# TEST_DATABASE_POOLER), as a receiver with DATABASE_POOLER=transaction
+# runs. (TestStatementsPlannedOnce counts server-side prepared statements,
+# of which there are none through the pooler.)
+if [ "${POOLER:-}" = 1 ]; then
+  echo "=== through PgBouncer in transaction mode (TEST_DATABASE_POOLER=transaction)"
+  (
+    export TEST_DATABASE_POOLER=transaction
+    st=0
+    run -skip '^TestStatementsPlannedOnce$' ./internal/webhooks/ || st=$?
+    run -run '^(TestConformance|TestCrashBetweenClaimAndCommit|TestRefundRacingOrder)$' ./internal/providers/stripe/ || st=$?
+    exit "$st"
+  ) || rc=$?
 fi
 
 passed=$(grep -cE '^\s*--- PASS' "$log" || true)

@@ -93,7 +93,7 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"events"}, "server events: a command is needed", "server events list"},
 		{[]string{"events", "frob"}, `server events: unknown command "frob"`, "server events prune"},
 		{[]string{"events", "list", "--status", "parkd"}, `--status must be one of done, resolved, in_progress, failed, parked, got "parkd"`, "server events list"},
-		{[]string{"events", "list", "--source", "strip"}, `--source must be one of stripe, github, paddle, got "strip"`, "server events list"},
+		{[]string{"events", "list", "--source", "strip"}, `--source must be one of ` + strings.Join(providers.Sources(providers.All()), ", ") + `, got "strip"`, "server events list"},
 		{[]string{"events", "list", "--limit", "many"}, `invalid value "many" for flag -limit`, "server events list"},
 		{[]string{"events", "list", "--limit", "0"}, "--limit must be positive", "server events list"},
 		{[]string{"events", "list", "--nope"}, "flag provided but not defined: -nope", "server events list"},

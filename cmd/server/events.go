@@ -92,7 +92,7 @@ func openOperator(ctx context.Context, getenv func(string) string, stderr io.Wri
 		return operatorEnv{}, err
 	}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	pool, err := db.Open(ctx, cfg.DatabaseURL, conns)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, conns, cfg.DBOptions(log)...)
 	if err != nil {
 		return operatorEnv{}, err
 	}

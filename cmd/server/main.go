@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/paywebhooks/receiver/internal/config"
@@ -177,7 +178,8 @@ var migrateGroup = group{name: "migrate", usage: `usage:
   server migrate version [--json]   print the schema version
 
 Each prints the schema version it leaves (and the latest this binary embeds).
-DATABASE_URL names the database.
+DATABASE_SESSION_URL names the database when it is set (migrations hold a
+session lock, which a transaction-mode pooler cannot keep), else DATABASE_URL.
 `}
 
 func migrateCmd(args []string, getenv func(string) string, stdout io.Writer) error {
@@ -214,7 +216,10 @@ func migrateCmd(args []string, getenv func(string) string, stdout io.Writer) err
 	case len(rest) > 0:
 		return c.fail("takes no arguments, got %q", rest)
 	}
-	url := getenv("DATABASE_URL")
+	url := strings.TrimSpace(getenv("DATABASE_SESSION_URL"))
+	if url == "" {
+		url = getenv("DATABASE_URL")
+	}
 	if url == "" {
 		return errors.New("DATABASE_URL is required")
 	}

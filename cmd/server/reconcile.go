@@ -81,7 +81,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	allow := c.fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
 	asJSON := c.fs.Bool("json", false, "print the run's summary as JSON (the per-event lines go to stderr)")
 	if rec.Takes("since") {
-		c.fs.DurationVar(&o.Since, "since", 0, "events created within this long (e.g. 72h); default: all the provider keeps (Stripe 30 days, Paddle 90)")
+		c.fs.DurationVar(&o.Since, "since", 0, "events created within this long (e.g. 72h); default: all the provider keeps")
 		c.fs.BoolVar(&o.Resume, "resume", false, "continue after the last event the previous run with the same filters reconciled")
 	}
 	if rec.Takes("types") {
@@ -124,7 +124,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 			"set them as the server has them, or pass --allow-unconfigured to accept that", strings.Join(missing, "\n  "))
 	}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	pool, err := db.Open(ctx, cfg.DatabaseURL, 8)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, 8, cfg.DBOptions(log)...)
 	if err != nil {
 		return err
 	}

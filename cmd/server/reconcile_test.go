@@ -279,7 +279,8 @@ func TestReconcilePaddle(t *testing.T) {
 	api.Add("transaction.completed", now.Add(-10*time.Minute), txn("txn_down2", "c@example.com"))
 	env := map[string]string{
 		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
-		"FULFILLMENT_SECRET": rt.FulfillmentSecret, "MAIL_FROM": r.Config.MailFrom, "PADDLE_API_KEY": api.Key, "PADDLE_API_BASE": api.URL,
+		"FULFILLMENT_SECRET": rt.FulfillmentSecret,
+		"MAIL_FROM":          r.Config.MailFrom, "PADDLE_API_KEY": api.Key, "PADDLE_API_BASE": api.URL,
 	}
 	reconcileRun := func(args ...string) (string, error) {
 		var out, errOut bytes.Buffer

@@ -108,8 +108,9 @@ func (w *world) monitor() *alerts.Monitor {
 	counters.MustRegister(m.Rejections, m.SignatureMismatches)
 	w.reg = prometheus.NewRegistry()
 	return &alerts.Monitor{DB: w.Pool, Runner: w.Server.Processor(), Counters: counters,
-		Subjects: []alerts.Subject{{Source: "stripe", SecretVar: "STRIPE_WEBHOOK_SECRET"},
-			{Source: "github", SecretVar: "GITHUB_WEBHOOK_SECRET"}, {Source: "paddle", SecretVar: "PADDLE_WEBHOOK_SECRET"}},
+		Subjects: []alerts.Subject{{Source: "stripe", SecretVar: "STRIPE_WEBHOOK_SECRET", Retries: stripe.Spec.Retries},
+			{Source: "github", SecretVar: "GITHUB_WEBHOOK_SECRET", Retries: github.Spec.Retries},
+			{Source: "paddle", SecretVar: "PADDLE_WEBHOOK_SECRET", Retries: paddle.Spec.Retries}},
 		Channels: alerts.Channels(w.Config.AlertWebhookURL, w.Config.AlertEmail), SilenceAfter: w.Config.SilenceAlertAfter,
 		Metrics: alerts.NewMetrics(w.reg), Log: slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now: func() time.Time { return w.now }}
@@ -277,10 +278,10 @@ VALUES ('stripe', 'periodic', now() - interval '1 minute', now(), 'ok', 120, 3, 
 	}
 	wantTexts := map[alerts.Cause][]string{
 		alerts.CauseParked:    {"evt_inc_stuck", "step fulfillment", "422", "server events resolve"},
-		alerts.CauseSignature: {"stripe: 5 deliveries failed verification", "STRIPE_WEBHOOK_SECRET", "timestamps within tolerance", "github: 5 deliveries", "GitHub does not"},
+		alerts.CauseSignature: {"stripe: 5 deliveries failed verification", "STRIPE_WEBHOOK_SECRET", "timestamps within tolerance", "github: 5 deliveries", "github never retries"},
 		alerts.CauseSilence:   {"paddle has sent nothing for 2h", "95th percentile of the last 39 gaps", "= 1h00m"},
 		alerts.CauseReconcile: {"stripe: reconciliation found 3 events", "looked at 120"},
-		alerts.CauseLoad:      {"stripe: 5 deliveries refused for load", "too_many_in_flight 5"},
+		alerts.CauseLoad:      {"stripe: 5 deliveries refused for load", "too_many_in_flight 5", "stripe retries for up to 3 days"},
 	}
 	for c, parts := range wantTexts {
 		all := strings.Join(texts[string(c)], "\n")

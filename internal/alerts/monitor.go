@@ -62,6 +62,7 @@ const (
 type Subject struct {
 	Source    string
 	SecretVar string
+	Retries   string // what the sender does after a failed delivery (webhooks.Spec.Retries)
 }
 
 // Monitor evaluates the causes and raises an alert for each that holds,
@@ -482,7 +483,7 @@ func (m *Monitor) signatures(time.Time) ([]Alert, int, error) {
 			Title: fmt.Sprintf("%s: %d deliveries failed verification in %s", s.Source, int64(n), dur(since)),
 			Text: what + ": a sender is signing with a secret this receiver does not hold (a secret rolled at the provider " +
 				"and not added here?), or someone is forging requests. They were refused 400 and nothing was written; " +
-				"the provider retries them (GitHub does not). Compare the endpoint's signing secret at the provider with " +
+				retries(s) + ". Compare the endpoint's signing secret at the provider with " +
 				m.secretVar(s.Source) + "; while rolling a secret, list both, comma-separated."})
 	}
 	return out, holds, nil
@@ -508,12 +509,21 @@ func (m *Monitor) load(time.Time) ([]Alert, int, error) {
 		out = append(out, Alert{Cause: CauseLoad, Subject: s.Source,
 			Title: fmt.Sprintf("%s: %d deliveries refused for load in %s", s.Source, int64(n), dur(since)),
 			Text: fmt.Sprintf("This replica refused %d %s deliveries in the last %s, with nothing written (%s): it had no "+
-				"room for them (MAX_INFLIGHT verified deliveries at once, or the budget of unverified requests). Stripe and "+
-				"Paddle retry them later; GitHub does not redeliver: reconcile what it sent meanwhile. If it lasts, add "+
-				"replicas or raise MAX_INFLIGHT; if the requests are unsigned, someone is flooding the route.",
-				int64(n), s.Source, dur(since), strings.Join(reasons, ", "))})
+				"room for them (MAX_INFLIGHT verified deliveries at once, or the budget of unverified requests). %s; "+
+				"reconcile what it sent meanwhile. If it lasts, add replicas or raise MAX_INFLIGHT; if the requests are "+
+				"unsigned, someone is flooding the route.",
+				int64(n), s.Source, dur(since), strings.Join(reasons, ", "), retries(s))})
 	}
 	return out, holds, nil
+}
+
+// retries is what the subject's sender does with a refused delivery, as a
+// clause: "stripe retries for up to 3 days".
+func retries(s Subject) string {
+	if s.Retries == "" {
+		return s.Source + " may or may not send them again"
+	}
+	return s.Source + " " + s.Retries
 }
 
 // ---------------------------------------------------------------------------

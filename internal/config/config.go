@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
+	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -41,6 +42,15 @@ type Config struct {
 	AdminHosts        []string
 	AdminCookieSecure bool
 	AdminLockout      time.Duration
+
+	// DatabasePooler says whether DatabaseURL is a transaction-mode pooler
+	// (DATABASE_POOLER); with db.PoolerTransaction, DatabaseURL carries
+	// the pgx statement mode db.PoolerURL gives it.
+	DatabasePooler db.Pooler
+	// DatabaseSessionURL (DATABASE_SESSION_URL) is where session state
+	// works: migrations and session locks go there. "" means DatabaseURL;
+	// required with db.PoolerTransaction. SessionURL resolves it.
+	DatabaseSessionURL string
 
 	// Providers holds each registered provider's configuration, by source.
 	Providers map[string]Provider
@@ -73,6 +83,15 @@ type Config struct {
 	ShutdownTimeout    time.Duration
 	DBMaxConns         int32
 	LogLevel           slog.Level
+
+	// What a request may cost before its signature is verified (README,
+	// "What a request costs").
+	UnverifiedBodyBytes int64         // budget shared by unverified bodies (webhooks.Admission)
+	BodyTimeout         time.Duration // how long a body may take after its headers
+	MaxConnections      int           // connections open on HTTP_ADDR at once
+	// MemoryLimitSet: GOMEMLIMIT is set, and the runtime's soft memory
+	// limit is the operator's; otherwise it is MemoryBound.
+	MemoryLimitSet bool
 
 	// LogFormat is how log lines are written (LOG_FORMAT): LogJSON, or
 	// LogText for a person at a terminal. MailTemplatesDir
@@ -147,6 +166,12 @@ const (
 	// DefaultDBMaxConns: durable commits need concurrency to share their
 	// disk flushes, and pgx's own default (max(4, CPUs)) starves them.
 	DefaultDBMaxConns = 16
+
+	// DefaultUnverifiedBodyBytes: 32 bodies of the largest size at once,
+	// or thousands of the size senders send.
+	DefaultUnverifiedBodyBytes = 32 << 20
+	DefaultBodyTimeout         = 5 * time.Second
+	DefaultMaxConnections      = 1024
 )
 
 // Load reads the configuration through getenv (os.Getenv in production, a
@@ -157,6 +182,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	d := webhooks.Defaults
 	c := Config{
 		DatabaseURL:        l.str("DATABASE_URL", ""),
+		DatabasePooler:     db.Pooler(l.str("DATABASE_POOLER", string(db.PoolerNone))),
+		DatabaseSessionURL: l.str("DATABASE_SESSION_URL", ""),
 		HTTPAddr:           l.str("HTTP_ADDR", DefaultHTTPAddr),
 		MetricsAddr:        l.str("METRICS_ADDR", ""),
 		AdminAddr:          l.str("ADMIN_ADDR", ""),
@@ -185,6 +212,10 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		specs:              specs,
 	}
 	c.StepTimeout = l.duration("STEP_TIMEOUT", webhooks.StepTimeout(c.LeaseDuration))
+	c.UnverifiedBodyBytes = int64(l.integer("UNVERIFIED_BODY_BYTES", DefaultUnverifiedBodyBytes))
+	c.BodyTimeout = l.duration("BODY_TIMEOUT", DefaultBodyTimeout)
+	c.MaxConnections = l.integer("MAX_CONNECTIONS", DefaultMaxConnections)
+	c.MemoryLimitSet = l.str("GOMEMLIMIT", "") != ""
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
 	}
@@ -222,11 +253,7 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		l.fail("ADMIN_TOKEN", devRefusal)
 	}
 
-	if c.DatabaseURL == "" {
-		l.fail("DATABASE_URL", "is required (for example postgres://user:pass@localhost:5432/receiver)")
-	} else if _, err := pgx.ParseConfig(c.DatabaseURL); err != nil {
-		l.fail("DATABASE_URL", "is not a PostgreSQL connection URL")
-	}
+	c.loadDatabase(&l)
 	for _, a := range []struct{ name, value string }{{"HTTP_ADDR", c.HTTPAddr}, {"METRICS_ADDR", c.MetricsAddr}, {"ADMIN_ADDR", c.AdminAddr}} {
 		if a.value == "" {
 			continue
@@ -331,6 +358,15 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if c.MaxInflight < 1 {
 		l.fail("MAX_INFLIGHT", "must be at least 1")
 	}
+	if c.MaxBodyBytes > 0 && c.UnverifiedBodyBytes < c.MaxBodyBytes {
+		l.fail("UNVERIFIED_BODY_BYTES", fmt.Sprintf("must be at least MAX_BODY_BYTES (%d): a body of the largest size must fit", c.MaxBodyBytes))
+	}
+	if c.BodyTimeout < 100*time.Millisecond || c.BodyTimeout > time.Minute {
+		l.fail("BODY_TIMEOUT", "must be between 100ms and 1m")
+	}
+	if c.MaxConnections < 16 {
+		l.fail("MAX_CONNECTIONS", "must be at least 16")
+	}
 	if c.RedriveInterval < 100*time.Millisecond {
 		l.fail("REDRIVE_INTERVAL", "must be at least 100ms")
 	}
@@ -353,6 +389,111 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		return Config{}, fmt.Errorf("invalid configuration:\n  %w", errors.Join(l.errs...))
 	}
 	return c, nil
+}
+
+// loadDatabase checks DATABASE_URL, DATABASE_POOLER and
+// DATABASE_SESSION_URL together. Several hosts need target_session_attrs
+// read-write (or primary), without which a standby listed first would take
+// every write and refuse it. Behind a transaction-mode pooler, a session
+// URL is required and DATABASE_URL gets a statement mode the pooler can
+// carry (db.PoolerURL).
+func (c *Config) loadDatabase(l *loader) {
+	urls := []struct{ name, value string }{{"DATABASE_URL", c.DatabaseURL}, {"DATABASE_SESSION_URL", c.DatabaseSessionURL}}
+	for _, u := range urls {
+		if u.value == "" {
+			continue
+		}
+		if _, err := pgx.ParseConfig(u.value); err != nil {
+			l.fail(u.name, "is not a PostgreSQL connection URL")
+			continue
+		}
+		if n, attrs := db.Hosts(u.value); n > 1 && attrs != "read-write" && attrs != "primary" {
+			l.fail(u.name, fmt.Sprintf("names %d hosts: add target_session_attrs=read-write, so that only a primary is "+
+				"written to and a promoted standby is followed (got %q)", n, attrs))
+		}
+	}
+	if c.DatabaseURL == "" {
+		l.fail("DATABASE_URL", "is required (for example postgres://user:pass@localhost:5432/receiver)")
+	}
+	switch c.DatabasePooler {
+	case db.PoolerNone:
+	case db.PoolerTransaction:
+		if c.DatabaseSessionURL == "" {
+			l.fail("DATABASE_SESSION_URL", "is required with DATABASE_POOLER=transaction: a direct (or session-mode pooler) "+
+				"connection for migrations and the locks that let one replica run a job, which a transaction-mode pooler cannot hold")
+		} else if c.DatabaseSessionURL == c.DatabaseURL {
+			l.fail("DATABASE_SESSION_URL", "is DATABASE_URL, the transaction-mode pooler: it must reach PostgreSQL directly "+
+				"(or through a session-mode pooler)")
+		}
+		if c.DatabaseURL != "" {
+			u, err := db.PoolerURL(c.DatabaseURL)
+			if err != nil {
+				l.fail("DATABASE_URL", err.Error())
+			} else {
+				c.DatabaseURL = u
+			}
+		}
+	default:
+		l.fail("DATABASE_POOLER", fmt.Sprintf("must be none or transaction, got %q", c.DatabasePooler))
+	}
+}
+
+// SessionURL is where migrations and session locks go:
+// DATABASE_SESSION_URL, else DATABASE_URL.
+func (c Config) SessionURL() string {
+	if c.DatabaseSessionURL != "" {
+		return c.DatabaseSessionURL
+	}
+	return c.DatabaseURL
+}
+
+// DBOptions are the options of every pool opened on DATABASE_URL: its
+// session URL, when DATABASE_SESSION_URL is set.
+func (c Config) DBOptions(log *slog.Logger) []db.Option {
+	opts := []db.Option{db.WithLogger(log)}
+	if c.DatabaseSessionURL != "" {
+		opts = append(opts, db.WithSession(c.DatabaseSessionURL))
+	}
+	return opts
+}
+
+// The terms of MemoryBound that no setting names, measured with margin
+// (README, "What a request costs").
+const (
+	// BaseMemory is what the process holds with nothing in flight: the
+	// runtime, the binary, the pool and its connections' buffers, the
+	// metrics, the body buffers kept for reuse (24 MiB resident when idle).
+	BaseMemory = 48 << 20
+	// ConnectionMemory is what one open connection may hold besides its
+	// body: a goroutine's stack, net/http's buffers, and headers of up to
+	// 64 KiB read and parsed (84 KiB measured with 60 KiB of headers, 21
+	// KiB with a delivery's).
+	ConnectionMemory = 128 << 10
+	// DeliveryBodies is how many copies of its body a verified delivery
+	// may hold while it is processed: the body, what is decoded from it,
+	// and the query that stores it.
+	DeliveryBodies = 3
+)
+
+// MemoryBound is the most memory requests can make the receiver hold, as
+// the README states it:
+//
+//	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_INFLIGHT × DeliveryBodies × MAX_BODY_BYTES
+//	  + MAX_CONNECTIONS × ConnectionMemory
+//
+// Unless GOMEMLIMIT is set, it is also the runtime's soft memory limit,
+// so that the collector's headroom (GOGC) cannot take the process past
+// it.
+func (c Config) MemoryBound() int64 {
+	return c.StrangerMemoryBound() + int64(c.MaxInflight)*DeliveryBodies*c.MaxBodyBytes
+}
+
+// StrangerMemoryBound is the part of MemoryBound that requests nobody
+// signed can reach: all of it but the verified deliveries' term,
+//
+//	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_CONNECTIONS × ConnectionMemory
+func (c Config) StrangerMemoryBound() int64 {
+	return BaseMemory + c.UnverifiedBodyBytes + int64(c.MaxConnections)*ConnectionMemory
 }
 
 // loadSMTPTLS reads SMTP_TLS: one of mail.TLSModes, meaningful with
@@ -459,6 +600,8 @@ func (c Config) Processor() webhooks.Options {
 func (c Config) LogValue() slog.Value {
 	attrs := []slog.Attr{
 		slog.String("DATABASE_URL", maskURL(c.DatabaseURL)),
+		slog.String("DATABASE_POOLER", string(c.DatabasePooler)),
+		slog.String("DATABASE_SESSION_URL", maskURL(c.DatabaseSessionURL)),
 		slog.String("HTTP_ADDR", c.HTTPAddr),
 		slog.String("METRICS_ADDR", c.MetricsAddr),
 		slog.String("ADMIN_ADDR", c.AdminAddr),
@@ -495,6 +638,9 @@ func (c Config) LogValue() slog.Value {
 		slog.String("SILENCE_ALERT_AFTER", silencesText(c.SilenceAlertAfter)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.Int("MAX_INFLIGHT", c.MaxInflight),
+		slog.Int64("UNVERIFIED_BODY_BYTES", c.UnverifiedBodyBytes),
+		slog.String("BODY_TIMEOUT", c.BodyTimeout.String()),
+		slog.Int("MAX_CONNECTIONS", c.MaxConnections),
 		slog.String("TRUSTED_PROXIES", strings.Join(proxies, ",")),
 		slog.String("REDRIVE_INTERVAL", c.RedriveInterval.String()),
 		slog.Int("REDRIVE_PARALLELISM", c.RedriveParallelism),
@@ -613,6 +759,16 @@ func (l *loader) integer(name string, def int) int {
 	return n
 }
 
+// silenceExample is an example of SILENCE_ALERT_AFTER with the providers'
+// own names ("alpha=6h,beta=7d").
+func silenceExample(specs []webhooks.Spec) string {
+	var parts []string
+	for i, s := range specs[:min(2, len(specs))] {
+		parts = append(parts, s.Source+"="+[]string{"6h", "7d"}[i])
+	}
+	return strings.Join(parts, ",")
+}
+
 // silences reads SILENCE_ALERT_AFTER: "source=duration" pairs, comma-
 // separated, each duration a Go duration or a number of days ("7d"), or
 // "off".
@@ -627,7 +783,7 @@ func (l *loader) silences(name string, specs []webhooks.Spec) map[string]time.Du
 		}
 		switch {
 		case !ok:
-			l.fail(name, fmt.Sprintf("%q is not source=duration (stripe=6h,github=7d)", pair))
+			l.fail(name, fmt.Sprintf("%q is not source=duration (%s)", pair, silenceExample(specs)))
 			continue
 		case !known:
 			l.fail(name, fmt.Sprintf("%q names no provider", source))

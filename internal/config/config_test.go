@@ -48,6 +48,17 @@ func TestLoad(t *testing.T) {
 		if c.MailDomain() != "localhost" {
 			t.Errorf("MailDomain = %q", c.MailDomain())
 		}
+		if c.UnverifiedBodyBytes != 32<<20 || c.BodyTimeout != 5*time.Second || c.MaxConnections != 1024 || c.MemoryLimitSet {
+			t.Errorf("defaults of UNVERIFIED_BODY_BYTES, BODY_TIMEOUT, MAX_CONNECTIONS, GOMEMLIMIT not applied: %+v", c)
+		}
+		// The README states the bounds of the defaults: 976 MiB, 208 of
+		// them within reach of requests nobody signed.
+		if got := c.MemoryBound(); got != 976<<20 {
+			t.Errorf("MemoryBound() of the defaults = %d MiB, the README says 976", got>>20)
+		}
+		if got := c.StrangerMemoryBound(); got != 208<<20 {
+			t.Errorf("StrangerMemoryBound() of the defaults = %d MiB, the README says 208", got>>20)
+		}
 		if c.AdminLockout != 15*time.Minute || c.AdminCookieSecure || len(c.AdminHosts) != 0 {
 			t.Errorf("defaults of ADMIN_LOCKOUT, ADMIN_COOKIE_SECURE, ADMIN_HOSTS not applied: %+v", c)
 		}
@@ -62,6 +73,61 @@ func TestLoad(t *testing.T) {
 		}
 		if len(c.AdminHosts) != 4 || c.AdminHosts[1] != "ops.example.com:8443" || !c.AdminCookieSecure {
 			t.Errorf("ADMIN_HOSTS = %q, ADMIN_COOKIE_SECURE = %v", c.AdminHosts, c.AdminCookieSecure)
+		}
+	})
+
+	t.Run("Hosts", func(t *testing.T) {
+		for _, u := range []string{
+			"postgres://u:p@db-a:5432,db-b:5432/receiver?target_session_attrs=read-write",
+			"postgres://u:p@db-a,db-b/receiver?target_session_attrs=primary",
+			"host=db-a,db-b dbname=receiver target_session_attrs=read-write",
+		} {
+			e := valid()
+			e["DATABASE_URL"] = u
+			if _, err := Load(env(e), specs); err != nil {
+				t.Errorf("%s: %v", u, err)
+			}
+		}
+	})
+	t.Run("PoolerTransaction", func(t *testing.T) {
+		for _, tc := range []struct{ url, want, wantErr string }{
+			{"postgres://u:p@pgbouncer:6432/receiver", "postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=exec", ""},
+			{"postgres://u:p@pgbouncer:6432/receiver?sslmode=require&default_query_exec_mode=simple_protocol",
+				"postgres://u:p@pgbouncer:6432/receiver?sslmode=require&default_query_exec_mode=simple_protocol", ""},
+			{"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=cache_describe",
+				"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=cache_describe", ""},
+			{"host=pgbouncer port=6432 dbname=receiver", "host=pgbouncer port=6432 dbname=receiver default_query_exec_mode=exec", ""},
+			{"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=cache_statement", "",
+				"default_query_exec_mode=cache_statement cannot work through a transaction-mode pooler: it prepares named statements"},
+			{"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=describe_exec", "",
+				"default_query_exec_mode=describe_exec cannot work through a transaction-mode pooler"},
+			{"host=pgbouncer default_query_exec_mode=cache_statement", "", "default_query_exec_mode=cache_statement cannot work"},
+		} {
+			e := valid()
+			e["DATABASE_URL"] = tc.url
+			e["DATABASE_POOLER"] = "transaction"
+			e["DATABASE_SESSION_URL"] = "postgres://u:p@db:5432/receiver"
+			c, err := Load(env(e), specs)
+			switch {
+			case tc.wantErr != "":
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Errorf("%s: error %v, want it to say %q", tc.url, err, tc.wantErr)
+				}
+			case err != nil:
+				t.Errorf("%s: %v", tc.url, err)
+			case c.DatabaseURL != tc.want || c.DatabasePooler != "transaction" || c.SessionURL() != "postgres://u:p@db:5432/receiver":
+				t.Errorf("%s: DATABASE_URL %q, pooler %q, session %q; want %q", tc.url, c.DatabaseURL, c.DatabasePooler, c.SessionURL(), tc.want)
+			}
+		}
+		e := valid()
+		e["DATABASE_POOLER"] = "transaction"
+		e["DATABASE_SESSION_URL"] = e["DATABASE_URL"]
+		if _, err := Load(env(e), specs); err == nil || !strings.Contains(err.Error(), "DATABASE_SESSION_URL is DATABASE_URL") {
+			t.Errorf("the pooler as its own session URL: %v", err)
+		}
+		c, err := Load(env(valid()), specs)
+		if err != nil || c.DatabasePooler != "none" || c.SessionURL() != valid()["DATABASE_URL"] || c.DatabaseURL != valid()["DATABASE_URL"] {
+			t.Errorf("without DATABASE_POOLER: pooler %q, session %q, url %q, %v", c.DatabasePooler, c.SessionURL(), c.DatabaseURL, err)
 		}
 	})
 
@@ -89,12 +155,23 @@ func TestLoad(t *testing.T) {
 		{"ErrStepTimeoutOverLease", "STEP_TIMEOUT", "5m", "LEASE_DURATION 5m0s is not longer than the step timeout (5m0s)"},
 		{"ErrAdminWithoutToken", "ADMIN_ADDR", "127.0.0.1:9000", "ADMIN_TOKEN must be set"},
 		{"ErrRedriveParallelism", "REDRIVE_PARALLELISM", "0", "REDRIVE_PARALLELISM must be between 1 and 256"},
+		{"ErrUnverifiedBelowMaxBody", "UNVERIFIED_BODY_BYTES", "65536", "UNVERIFIED_BODY_BYTES must be at least MAX_BODY_BYTES (1048576)"},
+		{"ErrBodyTimeout", "BODY_TIMEOUT", "10ms", "BODY_TIMEOUT must be between 100ms and 1m"},
+		{"ErrBodyTimeoutNotDuration", "BODY_TIMEOUT", "5", "BODY_TIMEOUT must be a Go duration"},
+		{"ErrMaxConnections", "MAX_CONNECTIONS", "8", "MAX_CONNECTIONS must be at least 16"},
 		{"ErrSMTPTLSWithoutAddr", "SMTP_TLS", "starttls", "SMTP_TLS is set, but SMTP_ADDR is not"},
 		{"ErrAdminHosts", "ADMIN_HOSTS", "console.example.com, https://console.example.com", `ADMIN_HOSTS "https://console.example.com" is not a host`},
 		{"ErrAdminHostsPort", "ADMIN_HOSTS", "console.example.com:0", `ADMIN_HOSTS "console.example.com:0" is not a host`},
 		{"ErrAdminHostsWildcard", "ADMIN_HOSTS", "*.example.com", `ADMIN_HOSTS "*.example.com" is not a host`},
 		{"ErrAdminCookieSecure", "ADMIN_COOKIE_SECURE", "yes", "ADMIN_COOKIE_SECURE must be true or false"},
 		{"ErrAdminLockout", "ADMIN_LOCKOUT", "100ms", "ADMIN_LOCKOUT must be from 1s to 24h"},
+		{"ErrDatabasePooler", "DATABASE_POOLER", "session", `DATABASE_POOLER must be none or transaction, got "session"`},
+		{"ErrPoolerWithoutSessionURL", "DATABASE_POOLER", "transaction", "DATABASE_SESSION_URL is required with DATABASE_POOLER=transaction"},
+		{"ErrBadSessionURL", "DATABASE_SESSION_URL", "mysql://nope:99999999", "DATABASE_SESSION_URL is not a PostgreSQL"},
+		{"ErrHostsWithoutTargetSessionAttrs", "DATABASE_URL", "postgres://u:p@db-a:5432,db-b:5432/receiver",
+			"DATABASE_URL names 2 hosts: add target_session_attrs=read-write"},
+		{"ErrHostsReadOnly", "DATABASE_URL", "postgres://u:p@db-a,db-b/receiver?target_session_attrs=prefer-standby",
+			`DATABASE_URL names 2 hosts: add target_session_attrs=read-write, so that only a primary is written to and a promoted standby is followed (got "prefer-standby")`},
 		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL must be https"},
 		{"ErrAlertWebhookRelative", "ALERT_WEBHOOK_URL", "hooks.slack.com/services/x", "ALERT_WEBHOOK_URL must be an absolute URL"},
 		{"ErrAlertEmail", "ALERT_EMAIL", "oncall", "ALERT_EMAIL is not an email address"},
@@ -114,6 +191,15 @@ func TestLoad(t *testing.T) {
 		})
 	}
 
+	t.Run("GOMEMLIMIT", func(t *testing.T) {
+		e := valid()
+		e["GOMEMLIMIT"] = "400MiB"
+		c, err := Load(env(e), specs)
+		if err != nil || !c.MemoryLimitSet {
+			t.Errorf("with GOMEMLIMIT set: MemoryLimitSet %v, err %v; want true: the runtime's limit is the operator's", c.MemoryLimitSet, err)
+		}
+	})
+
 	t.Run("EveryProblemAtOnce", func(t *testing.T) {
 		_, err := Load(env(map[string]string{"LEASE_DURATION": "x", "SMTP_ADDR": "nope"}), specs)
 		for _, name := range []string{"DATABASE_URL", "LEASE_DURATION", "SMTP_ADDR"} {
@@ -128,6 +214,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	e := valid()
 	e["SMTP_USERNAME"], e["SMTP_PASSWORD"] = "mailer", "smtp-pass-123"
 	e["FULFILLMENT_URL"] = "https://shop:api-token-456@fulfil.example.com"
+	e["DATABASE_POOLER"], e["DATABASE_SESSION_URL"] = "transaction", "postgres://user:sess-pass-789@db-direct:5432/receiver"
 	c, err := Load(env(e), specs)
 	if err != nil {
 		t.Fatal(err)
@@ -135,12 +222,13 @@ func TestLogValueMasksSecrets(t *testing.T) {
 	var b strings.Builder
 	slog.New(slog.NewJSONHandler(&b, nil)).Info("config", "config", c)
 	out := b.String()
-	for _, secret := range []string{"hunter2", "whsec_abc", "whsec_old", "github-secret-0123", "smtp-pass-123", "api-token-456"} {
+	for _, secret := range []string{"hunter2", "whsec_abc", "whsec_old", "github-secret-0123", "smtp-pass-123", "api-token-456", "sess-pass-789"} {
 		if strings.Contains(out, secret) {
 			t.Errorf("log line contains secret %q: %s", secret, out)
 		}
 	}
-	for _, shown := range []string{"localhost:5432", "whsec_****", "LEASE_DURATION", "5m0s"} {
+	for _, shown := range []string{"localhost:5432", "whsec_****", "LEASE_DURATION", "5m0s", "db-direct:5432",
+		`"DATABASE_POOLER":"transaction"`, "default_query_exec_mode=exec"} {
 		if !strings.Contains(out, shown) {
 			t.Errorf("log line lacks %q: %s", shown, out)
 		}

@@ -1,30 +1,17 @@
 package mail
 
 import (
-	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// localPart matches the local part of an email address and its "@", in
-// free text: a quoted string, or a run of characters up to one that may
-// not border an address in a reply (space, brackets, '"', ",", ";", ":").
-// A backslash belongs to the run: Go quotes an SMTP reply in its error
-// (textproto.Error), escaping "jané" as "jan\u00e9".
-var localPart = regexp.MustCompile(`(?:"[^"\r\n]*"|[^\s<>()\[\],;:"@]+)@`)
-
 // Redact returns s with the local part of every email address in it
-// replaced by "***": "550 5.1.1 <jane@example.com>: User unknown" becomes
-// "550 5.1.1 <***@example.com>: User unknown". No customer's address may
-// reach a log line or a stored error, and SMTP replies and address errors
-// often quote one; the domain is kept, which is what an operator needs to
-// tell one relay's refusals from another's. Redact is idempotent.
-func Redact(s string) string {
-	if !strings.Contains(s, "@") {
-		return s
-	}
-	return localPart.ReplaceAllLiteralString(s, "***@")
-}
+// replaced by "***" (webhooks.RedactAddresses): "550 5.1.1
+// <jane@example.com>: User unknown" becomes "550 5.1.1 <***@example.com>:
+// User unknown". It is idempotent.
+func Redact(s string) string { return webhooks.RedactAddresses(s) }
 
 // redact is Redact, after replacing every occurrence of the known address
 // addr (in any case), whatever its form: a malformed address that the

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/textproto"
-	"strings"
 
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -184,14 +183,3 @@ type replyError struct {
 func (e *replyError) Error() string   { return e.err.Error() }
 func (e *replyError) Unwrap() error   { return e.err }
 func (e *replyError) StatusCode() int { return e.code }
-
-// Domain returns the domain of an address such as MAIL_FROM ("Shop
-// <shop@example.com>" gives "example.com"), or "localhost".
-func Domain(address string) string {
-	if a, err := parseAddress("From", address); err == nil {
-		if _, d, ok := strings.Cut(a.Address, "@"); ok {
-			return d
-		}
-	}
-	return "localhost"
-}

@@ -274,8 +274,8 @@ type Claim struct {
 	// Refs are what the step sends outside that is the same on every
 	// attempt (its Message-ID, its Idempotency-Key), as its kind says
 	// (Detail.AddRefs).
-	Refs []webhooks.Ref `json:"refs,omitempty"`
-	Payload        []byte `json:"-"`
+	Refs    []webhooks.Ref `json:"refs,omitempty"`
+	Payload []byte         `json:"-"`
 	// History is every attempt of a step, oldest first (none for the
 	// event's own claim).
 	History []Attempt `json:"history,omitempty"`

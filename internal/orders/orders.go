@@ -27,13 +27,8 @@
 package orders
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"strings"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Statuses of an order.
@@ -52,9 +47,6 @@ const (
 // least: what a refund may move, and what the paid steps (confirmation,
 // fulfillment) of an order whose partial refund arrived first go by.
 var Sold = []string{StatusPaid, StatusPartiallyRefunded}
-
-// ErrNotFound is returned when no order matches.
-var ErrNotFound = errors.New("order not found")
 
 // Queue is where writes go: the event's transaction (*webhooks.Plan).
 type Queue interface {
@@ -286,38 +278,4 @@ WHERE r.provider_event_id = $1 AND r.` + mine + `
   AND NOT EXISTS (SELECT 1 FROM refunds x WHERE x.payment_intent_id = r.payment_intent_id
       AND x.charge_id = r.charge_id AND x.amount_refunded = r.amount_refunded AND x.provider_event_id <> r.provider_event_id)`,
 		[]any{providerEventID}
-}
-
-// Reader is what the reads here need.
-type Reader interface {
-	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-}
-
-const orderColumns = `id, source, provider_event_id, external_id, coalesce(payment_intent_id, ''),
-	status, amount_cents, currency, coalesce(customer_email, ''), coalesce(plan, ''), coalesce(account_id, ''),
-	amount_refunded_cents`
-
-func scanOrder(row pgx.Row) (Order, error) {
-	var o Order
-	err := row.Scan(&o.ID, &o.Source, &o.ProviderEventID, &o.ExternalID, &o.PaymentIntentID,
-		&o.Status, &o.AmountCents, &o.Currency, &o.CustomerEmail, &o.Plan, &o.AccountID, &o.AmountRefundedCents)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return Order{}, ErrNotFound
-	}
-	if err != nil {
-		return Order{}, fmt.Errorf("read order: %w", err)
-	}
-	return o, nil
-}
-
-// ByExternalID returns the order with the business key, or ErrNotFound.
-func ByExternalID(ctx context.Context, q Reader, source, externalID string) (Order, error) {
-	return scanOrder(q.QueryRow(ctx,
-		`SELECT `+orderColumns+` FROM orders WHERE source = $1 AND external_id = $2`, source, externalID))
-}
-
-// ByEvent returns the order created by the event, or ErrNotFound.
-func ByEvent(ctx context.Context, q Reader, providerEventID string) (Order, error) {
-	return scanOrder(q.QueryRow(ctx,
-		`SELECT `+orderColumns+` FROM orders WHERE provider_event_id = $1`, providerEventID))
 }

@@ -143,6 +143,10 @@ type Options struct {
 	// synchronous_commit and full_page_writes are off: much faster, but a
 	// crash of the machine can lose or corrupt data.
 	Durable bool
+	// Settings are more server settings, "name=value" each, given after
+	// pglocal's own so that they win (synchronous_commit=on on a cluster
+	// that is not Durable, for synchronous replication).
+	Settings []string
 	// Log receives the output of initdb and the server log; nil discards
 	// them. The last part of the server log is always kept for error
 	// messages.
@@ -156,6 +160,7 @@ type Cluster struct {
 	dir     string
 	port    int
 	durable bool
+	extra   []string            // Options.Settings
 	cred    *syscall.Credential // nil unless we are root and run postgres as another user
 	pass    string              // the superuser's password, from PasswordFile
 	log     *serverLog
@@ -192,6 +197,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		dir:     dir,
 		port:    opts.Port,
 		durable: opts.Durable,
+		extra:   opts.Settings,
 		cred:    cred,
 		log:     &serverLog{out: opts.Log},
 	}
@@ -544,6 +550,9 @@ func (c *Cluster) serverCommand() *exec.Cmd {
 	}
 	if !c.durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, kv := range c.extra {
+		args = append(args, "-c", kv)
 	}
 	cmd := exec.Command(filepath.Join(c.bin, "postgres"), args...)
 	cmd.Dir = c.dir

@@ -15,6 +15,14 @@
 // migrations, which takes milliseconds instead of a migration run. The
 // template is named after a hash of the migration files, so changing them
 // builds a new one.
+//
+// With TEST_DATABASE_POOLER=transaction, Main also starts a PgBouncer in
+// transaction mode (internal/pgbouncer) in front of the server, and NewDB
+// and NewPool give URLs through it, in pgx's exec mode, as a receiver
+// behind such a pooler runs (DATABASE_POOLER=transaction): the same tests
+// then prove that nothing the code under test does needs a session.
+// SessionURL gives the direct URL of the same database, for what must hold
+// a session (migrations, session locks).
 package pgtest
 
 import (
@@ -28,6 +36,7 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,6 +45,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/pgbouncer"
 	"github.com/paywebhooks/receiver/internal/pglocal"
 	"github.com/paywebhooks/receiver/migrations"
 )
@@ -43,6 +53,13 @@ import (
 // EnvURL names the environment variable with the URL of an existing server
 // to run the tests against.
 const EnvURL = "TEST_DATABASE_URL"
+
+// EnvPooler names the environment variable that runs the tests through a
+// pooler: "transaction" (PgBouncer in transaction mode) or unset.
+const EnvPooler = "TEST_DATABASE_POOLER"
+
+// bouncer is the PgBouncer of a run with EnvPooler set.
+var bouncer *pgbouncer.Bouncer
 
 // setupTimeout bounds starting the private server and preparing a database.
 const setupTimeout = 2 * time.Minute
@@ -71,7 +88,7 @@ func Main(m *testing.M) {
 func run(m *testing.M) int {
 	if u := os.Getenv(EnvURL); u != "" {
 		adminURL = u
-		return m.Run()
+		return runPooled(m)
 	}
 	if _, err := pglocal.FindBinDir(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgtest: %v\npgtest: or set %s to the URL of a server to use\n", err, EnvURL)
@@ -93,6 +110,34 @@ func run(m *testing.M) int {
 	}
 	defer stopServer(cluster)
 	adminURL = cluster.URL("postgres")
+	return runPooled(m)
+}
+
+// runPooled runs the tests, through a PgBouncer of their own when EnvPooler
+// asks for one.
+func runPooled(m *testing.M) int {
+	switch p := os.Getenv(EnvPooler); p {
+	case "":
+		return m.Run()
+	case "transaction":
+	default:
+		fmt.Fprintf(os.Stderr, "pgtest: %s=%q: want transaction or nothing\n", EnvPooler, p)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	b, err := pgbouncer.Start(ctx, pgbouncer.Options{Upstream: adminURL})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: %s=transaction: %v\n", EnvPooler, err)
+		return 1
+	}
+	defer func() {
+		if err := b.Stop(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgtest: %v\n", err)
+		}
+	}()
+	bouncer = b
+	fmt.Fprintf(os.Stderr, "pgtest: databases through PgBouncer in transaction mode on 127.0.0.1:%d\n", b.Port())
 	return m.Run()
 }
 
@@ -124,7 +169,8 @@ func AdminURL(tb testing.TB) string {
 }
 
 // NewDB creates an empty, fully migrated database for this test, dropped
-// when the test ends, and returns its URL.
+// when the test ends, and returns its URL: through the pooler when the
+// tests run behind one (EnvPooler).
 func NewDB(tb testing.TB) string {
 	tb.Helper()
 	admin := AdminURL(tb)
@@ -141,6 +187,9 @@ func NewDB(tb testing.TB) string {
 	}
 	tb.Cleanup(func() { dropDB(tb, admin, name) })
 
+	if bouncer != nil {
+		return bouncer.URL(name)
+	}
 	u, err := databaseURL(admin, name)
 	if err != nil {
 		tb.Fatalf("pgtest: %v", err)
@@ -148,14 +197,41 @@ func NewDB(tb testing.TB) string {
 	return u
 }
 
+// SessionURL returns the URL of the database dbURL (one of NewDB's) on a
+// connection that keeps session state: dbURL itself, unless the tests run
+// through a pooler, whose client connections do not.
+func SessionURL(tb testing.TB, dbURL string) string {
+	tb.Helper()
+	if bouncer == nil {
+		return dbURL
+	}
+	u, err := url.Parse(dbURL)
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	direct, err := databaseURL(AdminURL(tb), strings.TrimPrefix(u.Path, "/"))
+	if err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	return direct
+}
+
 // NewPool returns a pool on a new database made by NewDB. The pool is
-// closed, and the database dropped, when the test ends.
+// closed, and the database dropped, when the test ends. Behind a pooler
+// (EnvPooler), it is opened as the receiver opens its own, with the
+// database's SessionURL for what must hold a session (db.AcquireSession).
 func NewPool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
 	u := NewDB(tb)
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, u)
+	var pool *pgxpool.Pool
+	var err error
+	if bouncer != nil {
+		pool, err = db.Open(ctx, u, 0, db.WithSession(SessionURL(tb, u)))
+	} else {
+		pool, err = pgxpool.New(ctx, u)
+	}
 	if err != nil {
 		tb.Fatalf("pgtest: open pool: %v", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/providers/github"
 	"github.com/paywebhooks/receiver/internal/providers/paddle"
+	"github.com/paywebhooks/receiver/internal/providers/polar"
 	"github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/server"
@@ -34,6 +35,7 @@ func List() []Provider {
 		{stripe.Spec, &stripe.Reconciler},
 		{github.Spec, &github.Reconciler},
 		{paddle.Spec, &paddle.Reconciler},
+		{polar.Spec, &polar.Reconciler},
 	}
 }
 

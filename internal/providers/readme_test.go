@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"sort"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -48,8 +52,7 @@ func days(d interface{ Hours() float64 }) string {
 // registry's, so a provider added to internal/providers is documented by
 // running `go test ./internal/providers -update`.
 func TestREADMEListsEveryProvider(t *testing.T) {
-	_, file, _, _ := runtime.Caller(0)
-	path := filepath.Join(filepath.Dir(file), "..", "..", "README.md")
+	path := readmePath()
 	readme, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -68,5 +71,278 @@ func TestREADMEListsEveryProvider(t *testing.T) {
 			return
 		}
 		t.Fatalf("README.md's provider tables are not the registry's; run go test ./internal/providers -update. Want:\n%s", want)
+	}
+}
+
+// The README's "What each event does" tables are written by hand, one per
+// provider, each between `<!-- events: <source> -->` and `<!-- /events -->`.
+// A row's first cell names its event types first, in backquotes and
+// separated by ", ", a leading dot standing for the previous type less its
+// last part (`customer.subscription.updated`, `.paused`); what follows
+// qualifies them (`marketplace_purchase` `purchased`, `adjustment.created`
+// with action `refund`).
+var (
+	eventsBlock = regexp.MustCompile("(?s)<!-- events: ([a-z0-9_-]+) -->\n(.*?)<!-- /events -->")
+	leadTypes   = regexp.MustCompile("^`([^`]+)`((?:, `[^`]+`)*)")
+)
+
+// eventTableErrors says what the event tables of readme miss or name
+// wrongly, against specs: every provider has a table; every type it acts
+// on is in it; every type in it is one it acts on, unless the row says it
+// is "not acted on".
+func eventTableErrors(readme string, specs []webhooks.Spec) []string {
+	var errs []string
+	blocks := map[string]string{}
+	for _, m := range eventsBlock.FindAllStringSubmatch(readme, -1) {
+		if _, dup := blocks[m[1]]; dup {
+			errs = append(errs, fmt.Sprintf("two event tables of %s", m[1]))
+		}
+		blocks[m[1]] = m[2]
+	}
+	for _, s := range specs {
+		block, ok := blocks[s.Source]
+		if !ok {
+			errs = append(errs, fmt.Sprintf("no event table of %s (<!-- events: %s --> … <!-- /events -->)", s.Source, s.Source))
+			continue
+		}
+		delete(blocks, s.Source)
+		listed := map[string]bool{}
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		if len(lines) < 2 || !strings.HasPrefix(lines[1], "| ---") {
+			errs = append(errs, fmt.Sprintf("the event table of %s is not a table", s.Source))
+			continue
+		}
+		for _, row := range lines[2:] {
+			cells := strings.Split(strings.Trim(row, "| "), " | ")
+			m := leadTypes.FindStringSubmatch(strings.TrimSpace(cells[0]))
+			if m == nil {
+				errs = append(errs, fmt.Sprintf("%s: a row names no event type first: %s", s.Source, row))
+				continue
+			}
+			types := []string{m[1]}
+			for _, t := range strings.Split(m[2], ", ")[1:] {
+				t = strings.Trim(t, "`")
+				if strings.HasPrefix(t, ".") {
+					prev := types[len(types)-1]
+					t = prev[:max(strings.LastIndex(prev, "."), 0)] + t
+				}
+				types = append(types, t)
+			}
+			for _, t := range types {
+				listed[t] = true
+				if !s.Handles(t) && !strings.Contains(row, "not acted on") {
+					errs = append(errs, fmt.Sprintf("%s: the event table names %s, a type the provider does not act on (say so in its row: \"not acted on\")", s.Source, t))
+				}
+			}
+		}
+		for _, t := range s.Types {
+			if !listed[t] {
+				errs = append(errs, fmt.Sprintf("%s: the event table does not say what %s does", s.Source, t))
+			}
+		}
+	}
+	for source := range blocks {
+		errs = append(errs, fmt.Sprintf("an event table of %s, which is no registered provider", source))
+	}
+	sort.Strings(errs)
+	return errs
+}
+
+// TestREADMEEventTables: the README says what every event type a provider
+// acts on does, and names none it does not act on.
+func TestREADMEEventTables(t *testing.T) {
+	readme, err := os.ReadFile(readmePath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range eventTableErrors(string(readme), providers.All()) {
+		t.Error(e)
+	}
+}
+
+// TestEventTableErrors: the check finds a type missing from a table, a
+// type no provider acts on, abbreviations and qualifiers read as they are
+// meant, and a provider without a table.
+func TestEventTableErrors(t *testing.T) {
+	specs := []webhooks.Spec{
+		{Source: "acme", Types: []string{"order.paid", "order.refunded", "ping"}},
+		{Source: "zeta", Types: []string{"x.y"}},
+	}
+	readme := "<!-- events: acme -->\n| event | write | steps |\n| --- | --- | --- |\n" +
+		"| `order.paid` paid / `no_payment_required` | order | none |\n" +
+		"| `order.created`, `.updated` | none | none |\n" +
+		"| `order.voided` | none: not acted on | none |\n" +
+		"| `ping` `zen` | none | none |\n<!-- /events -->\n" +
+		"<!-- events: other -->\n| a | b |\n| --- | --- |\n<!-- /events -->\n"
+	want := []string{
+		"acme: the event table does not say what order.refunded does",
+		"acme: the event table names order.created, a type the provider does not act on (say so in its row: \"not acted on\")",
+		"acme: the event table names order.updated, a type the provider does not act on (say so in its row: \"not acted on\")",
+		"an event table of other, which is no registered provider",
+		"no event table of zeta (<!-- events: zeta --> … <!-- /events -->)",
+	}
+	if diff := cmp.Diff(want, eventTableErrors(readme, specs)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
+	}
+}
+
+// readmePath is the README's path, from this file's.
+func readmePath() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..", "README.md")
+}
+
+// The guide to adding an integration (docs/adding-an-integration.md) is
+// written from the last fork, and kept true by TestGuide: a Go block (or
+// any block) marked `<!-- from <path> -->` is found, line for line, in that
+// file (indented as it is there); a Go block without a marker is an error;
+// every path the page names in backquotes exists; and every file of the
+// fork's folder is named in its list of files.
+const (
+	guidePath   = "docs/adding-an-integration.md"
+	guideFork   = "internal/providers/polar"
+	guideListed = "## Every file the Polar fork touched"
+)
+
+var (
+	fromMarker = regexp.MustCompile(`^<!-- from (\S+) -->$`)
+	pathToken  = regexp.MustCompile("`((?:internal|cmd|e2e|docs|migrations|bench|scripts)/[A-Za-z0-9_./-]+|" +
+		"README\\.md|CHANGELOG\\.md|CONTRIBUTING\\.md|docker-compose\\.yml|go\\.mod|Makefile)`")
+	fileToken = regexp.MustCompile("`([A-Za-z0-9_./-]+\\.(?:go|json|sql))`")
+)
+
+// guideErrors says what in the guide doc is not true of the tree at root.
+func guideErrors(doc, root string) []string {
+	var errs []string
+	read := func(path string) (string, bool) {
+		b, err := os.ReadFile(filepath.Join(root, path))
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", path, err))
+			return "", false
+		}
+		return string(b), true
+	}
+	lines := strings.Split(doc, "\n")
+	for i := 0; i < len(lines); i++ {
+		lang, ok := strings.CutPrefix(lines[i], "```")
+		if !ok {
+			continue
+		}
+		start := i
+		for i++; i < len(lines) && lines[i] != "```"; i++ {
+		}
+		block := strings.Join(lines[start+1:min(i, len(lines))], "\n")
+		marker := ""
+		if start > 0 {
+			if m := fromMarker.FindStringSubmatch(lines[start-1]); m != nil {
+				marker = m[1]
+			}
+		}
+		switch {
+		case marker == "" && lang == "go":
+			errs = append(errs, fmt.Sprintf("line %d: a Go block without <!-- from <path> --> above it", start+1))
+		case marker != "":
+			if src, ok := read(marker); ok && !containsBlock(src, block) {
+				errs = append(errs, fmt.Sprintf("line %d: the block is not in %s as written:\n%s", start+1, marker, block))
+			}
+		}
+	}
+	for _, m := range pathToken.FindAllStringSubmatch(doc, -1) {
+		if _, err := os.Stat(filepath.Join(root, m[1])); err != nil {
+			errs = append(errs, fmt.Sprintf("the guide names %s, which does not exist", m[1]))
+		}
+	}
+	_, listed, ok := strings.Cut(doc, guideListed)
+	if !ok {
+		errs = append(errs, fmt.Sprintf("the guide has no section %q", guideListed))
+	}
+	listed, _, _ = strings.Cut(listed, "\n## ")
+	for _, m := range fileToken.FindAllStringSubmatch(listed, -1) {
+		_, inFork := os.Stat(filepath.Join(root, guideFork, m[1]))
+		_, inRepo := os.Stat(filepath.Join(root, m[1]))
+		if inFork != nil && inRepo != nil {
+			errs = append(errs, fmt.Sprintf("the list of files names %s, in neither %s nor the repository", m[1], guideFork))
+		}
+	}
+	_ = filepath.WalkDir(filepath.Join(root, guideFork), func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(filepath.Join(root, guideFork), path)
+		if !strings.Contains(listed, "`"+filepath.ToSlash(rel)+"`") {
+			errs = append(errs, fmt.Sprintf("the list of files does not name %s/%s", guideFork, rel))
+		}
+		return nil
+	})
+	return errs
+}
+
+// containsBlock reports whether src has block's lines in a row, each
+// indented by what the first is indented by there (a blank line blank).
+func containsBlock(src, block string) bool {
+	sl, bl := strings.Split(src, "\n"), strings.Split(block, "\n")
+	for i := 0; i+len(bl) <= len(sl); i++ {
+		indent, ok := strings.CutSuffix(sl[i], bl[0])
+		if !ok || strings.TrimLeft(indent, "\t ") != "" {
+			continue
+		}
+		match := true
+		for k := 1; k < len(bl) && match; k++ {
+			want := indent + bl[k]
+			if bl[k] == "" {
+				want = ""
+			}
+			match = sl[i+k] == want
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGuide: docs/adding-an-integration.md is true of the code (see
+// guideErrors).
+func TestGuide(t *testing.T) {
+	root := filepath.Dir(readmePath())
+	doc, err := os.ReadFile(filepath.Join(root, guidePath))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range guideErrors(string(doc), root) {
+		t.Error(e)
+	}
+}
+
+// TestGuideErrors: the guide's check finds a block that changed, a Go
+// block without its source, a path that does not exist and a file of the
+// fork's folder left out of its list.
+func TestGuideErrors(t *testing.T) {
+	root := t.TempDir()
+	for path, text := range map[string]string{
+		"internal/providers/polar/polar.go":      "package polar\n\nfunc A() {\n\treturn\n}\n\nfunc B() {\n\tif x {\n\t\ty()\n\t}\n}\n",
+		"internal/providers/polar/extra_test.go": "package polar\n",
+	} {
+		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, path), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := "# Guide\n\n<!-- from internal/providers/polar/polar.go -->\n```go\nfunc A() {\n\treturn\n}\n```\n\n" +
+		"<!-- from internal/providers/polar/polar.go -->\n```go\nif x {\n\ty()\n}\n```\n\n" +
+		"<!-- from internal/providers/polar/polar.go -->\n```go\nfunc B() {\n\ty()\n}\n```\n\n" +
+		"```go\nfunc C() {}\n```\n\nSee `internal/providers/polar/gone.go`.\n\n" +
+		guideListed + "\n\n`polar.go`, `missing.go`.\n"
+	want := []string{
+		"line 18: the block is not in internal/providers/polar/polar.go as written:\nfunc B() {\n\ty()\n}",
+		"line 24: a Go block without <!-- from <path> --> above it",
+		"the guide names internal/providers/polar/gone.go, which does not exist",
+		"the list of files names missing.go, in neither internal/providers/polar nor the repository",
+		"the list of files does not name internal/providers/polar/extra_test.go",
+	}
+	if diff := cmp.Diff(want, guideErrors(doc, root)); diff != "" {
+		t.Errorf("errors (-want +got):\n%s", diff)
 	}
 }

@@ -25,7 +25,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"source", "result"}),
 		Missed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "webhook_reconcile_missed_total",
-			Help: "Events reconciliation found that had never been delivered (Stripe), or discrepancies between GitHub's Marketplace listing and the orders, by source.",
+			Help: "Events reconciliation found that had never been delivered, or discrepancies between a provider's listing and the orders, by source.",
 		}, []string{"source"}),
 	}
 	reg.MustRegister(m.Runs, m.Missed)

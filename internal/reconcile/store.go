@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/orders"
 )
 
@@ -33,34 +34,38 @@ const (
 )
 
 // Lock takes the lock that lets one run at a time reconcile source, across
-// every replica, or returns ErrBusy. The lock is a PostgreSQL session lock
-// on a connection held until release is called; if the process dies, the
-// session ends and the lock with it. (A transaction-pooling proxy in front
-// of PostgreSQL would break session locks.)
+// every replica, or returns ErrBusy. The lock is a PostgreSQL session lock,
+// held on a session acquired beside the pool (db.AcquireSession: one of the
+// pool's connections, or over DATABASE_SESSION_URL when the pool has one,
+// since a transaction-mode pooler would hand the session to another client
+// between transactions) until release is called: release unlocks it at
+// once, so the next run may start as soon as it returns. If the process
+// dies, the session ends and the lock with it.
 func (s *Store) Lock(ctx context.Context, source string) (release func(), err error) {
-	conn, err := s.pool.Acquire(ctx)
+	sess, err := db.AcquireSession(ctx, s.pool)
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", source, err)
 	}
 	key := "reconcile:" + source
 	var ok bool
-	if err := conn.QueryRow(ctx, lockSQL, key).Scan(&ok); err != nil {
-		conn.Release()
-		return nil, fmt.Errorf("lock %s: %w", source, err)
-	}
-	if !ok {
-		conn.Release()
+	if err := sess.Conn().QueryRow(ctx, lockSQL, key).Scan(&ok); err != nil || !ok {
+		if err != nil {
+			sess.Close()
+			return nil, fmt.Errorf("lock %s: %w", source, err)
+		}
+		sess.Release()
 		return nil, ErrBusy
 	}
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(ctx, unlockSQL, key); err != nil {
-			// Never hand a session that may still hold the lock back to
-			// the pool: closing it releases the lock.
-			conn.Conn().Close(ctx)
+		if _, err := sess.Conn().Exec(ctx, unlockSQL, key); err != nil {
+			// Never give back a session that may still hold the lock:
+			// closing it releases the lock.
+			sess.Close()
+			return
 		}
-		conn.Release()
+		sess.Release()
 	}, nil
 }
 
@@ -147,7 +152,9 @@ func (s *Store) FinishRun(ctx context.Context, id int64, t Tally, summary any, r
 	if err != nil {
 		return fmt.Errorf("record run %d: %w", id, err)
 	}
-	if _, err := s.pool.Exec(ctx, finishRunSQL, id, result, t.Found, t.Missed, t.Unresolved, b, msg); err != nil {
+	// The summary goes as JSON text: a []byte would be sent as bytea text
+	// ("\x7b…") in pgx's exec mode, which a transaction-mode pooler needs.
+	if _, err := s.pool.Exec(ctx, finishRunSQL, id, result, t.Found, t.Missed, t.Unresolved, string(b), msg); err != nil {
 		return fmt.Errorf("record run %d: %w", id, err)
 	}
 	return nil

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/pgbouncer"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/reconcile/reconciletest"
@@ -68,7 +71,7 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		releaseDead() // on a dead connection: gives it back to the pool, closed
+		releaseDead() // closes a connection already dead
 	})
 	t.Run("ConcurrentReplicas", func(t *testing.T) {
 		var wg sync.WaitGroup
@@ -100,6 +103,64 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.pid <> pg_backend_pid()
 			t.Errorf("%d holders, %d busy; want 1 and 7", got, busy)
 		}
 	})
+}
+
+// TestStoreLockBehindPooler: replicas whose pool is a transaction-mode
+// PgBouncer take the lock on a session of their own, over the session URL:
+// one holds it, the others are busy, and its release frees it at once.
+// Through the pooler itself, the lock would stay with whichever server
+// connection took it, past the release, and the next client to land on
+// that connection would hold it too.
+func TestStoreLockBehindPooler(t *testing.T) {
+	if _, err := pgbouncer.Find(); err != nil {
+		t.Skip(err)
+	}
+	ctx := context.Background()
+	direct := pgtest.NewDB(t)
+	u, err := url.Parse(direct)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pgbouncer.Start(ctx, pgbouncer.Options{Upstream: direct, PoolSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Stop() })
+	q := u.Query()
+	q.Set("application_name", "reconcile-session")
+	u.RawQuery = q.Encode()
+	replica := func() *reconcile.Store {
+		pool, err := db.Open(ctx, b.URL(strings.TrimPrefix(u.Path, "/")), 4, db.WithSession(u.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		return reconcile.NewStore(pool)
+	}
+	a, other := replica(), replica()
+	watch := reconciletest.OpenPool(t, direct)
+
+	for round := range 3 {
+		release, err := a.Lock(ctx, sourceA)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		holder := reconciletest.Count(t, watch, `SELECT count(*) FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+WHERE l.locktype = 'advisory' AND l.granted AND a.application_name = 'reconcile-session'`)
+		if holder != 1 {
+			t.Errorf("round %d: %d advisory locks held by a session of the session URL, want 1", round, holder)
+		}
+		if err := tryLock(other, sourceA); !errors.Is(err, reconcile.ErrBusy) {
+			t.Errorf("round %d: another replica's lock: %v, want ErrBusy", round, err)
+		}
+		release()
+		if err := tryLock(other, sourceA); err != nil {
+			t.Errorf("round %d: another replica's lock after the release: %v", round, err)
+		}
+	}
+	if n := reconciletest.Count(t, watch, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'`); n != 0 {
+		t.Errorf("%d advisory locks left after every release", n)
+	}
 }
 
 // tryLock takes the lock and gives it back at once.

@@ -17,7 +17,8 @@ func (s *Server) setupAlerts() {
 	var subjects []alerts.Subject
 	for _, p := range s.providers {
 		if p.on {
-			subjects = append(subjects, alerts.Subject{Source: p.spec.Source, SecretVar: p.spec.Secret.Name})
+			subjects = append(subjects, alerts.Subject{Source: p.spec.Source, SecretVar: p.spec.Secret.Name,
+				Retries: p.spec.Retries})
 		}
 	}
 	channels := alerts.Channels(s.cfg.AlertWebhookURL, s.cfg.AlertEmail)

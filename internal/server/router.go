@@ -52,7 +52,22 @@ func (s *Server) router() *echo.Echo {
 		e.GET("/metrics", echo.WrapHandler(s.metricsHandler()))
 	}
 
-	h := webhooks.NewHandler(s.proc, s.metrics, s.log, s.cfg.MaxBodyBytes, s.cfg.MaxInflight)
+	h := webhooks.NewHandler(s.proc, s.metrics, s.log, webhooks.Limits{
+		MaxBody:         s.cfg.MaxBodyBytes,
+		MaxInflight:     s.cfg.MaxInflight,
+		UnverifiedBytes: s.cfg.UnverifiedBodyBytes,
+		BodyTimeout:     s.cfg.BodyTimeout,
+		// The same client address as the request log's remote.
+		ClientAddr: ipExtractor(s.cfg.TrustedProxies),
+	})
+	adm := h.Admission()
+	s.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "webhook_unverified_body_bytes",
+		Help: "Bytes held by webhook bodies whose signature has not been verified yet (at most UNVERIFIED_BODY_BYTES).",
+	}, func() float64 {
+		n, _ := adm.Used()
+		return float64(n)
+	}))
 	for _, p := range s.providers {
 		if !p.on {
 			s.log.Warn("webhook route not mounted: its secret is not set", "route", p.spec.Route(), "variable", p.spec.Secret.Name)
@@ -251,6 +266,11 @@ func (s *Server) readyz(c *echo.Context) error {
 	case err != nil:
 		s.log.WarnContext(ctx, "not ready: database unavailable", "error", err)
 		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database unavailable"})
+	case r.ReadOnly:
+		// Reached a standby (a pooler or an address that still points
+		// at a demoted primary): no delivery can be written there.
+		s.log.WarnContext(ctx, "not ready: the database is a standby (read-only)")
+		return c.JSON(http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "reason": "database read-only"})
 	case !r.Current():
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{
 			"status": "unavailable", "reason": "schema not current", "schema_version": r.Version, "want": r.Want, "dirty": r.Dirty})

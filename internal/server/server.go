@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -56,6 +57,14 @@ type Server struct {
 	// /webhooks/ names.
 	webhookRoutes []string
 }
+
+// headerTimeout is how long a request's headers may take to arrive on
+// HTTP_ADDR, and maxHeaderBytes how large they may be (a delivery's are a
+// kilobyte or two; 64 KiB leaves room for a proxy's additions).
+const (
+	headerTimeout  = 5 * time.Second
+	maxHeaderBytes = 64 << 10
+)
 
 // sideServer is a listener of its own beside HTTP_ADDR.
 type sideServer struct {
@@ -148,14 +157,15 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 			}
 		}
 	}
-	if err := db.Migrate(cfg.DatabaseURL); err != nil {
+	// Over the session URL: golang-migrate's lock is a session lock.
+	if err := db.Migrate(cfg.SessionURL()); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
 	if err := s.setupTracing(ctx); err != nil {
 		return nil, err
 	}
-	if s.pool, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns); err != nil {
+	if s.pool, err = db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns, cfg.DBOptions(log)...); err != nil {
 		return nil, err
 	}
 	pool := s.pool
@@ -170,16 +180,19 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 
 	s.echo = s.router()
 	s.http = &http.Server{
-		Addr:              cfg.HTTPAddr,
-		Handler:           s.traced(s.echo),
-		ReadHeaderTimeout: 5 * time.Second,
-		// A webhook body is at most MAX_BODY_BYTES; a sender slower than
-		// this is cut off rather than holding a connection.
-		ReadTimeout: 15 * time.Second,
+		Addr:    cfg.HTTPAddr,
+		Handler: s.traced(s.echo),
+		// Until its headers are in, a request is a connection that costs
+		// a goroutine, buffers and up to MaxHeaderBytes, for nothing yet.
+		ReadHeaderTimeout: headerTimeout,
+		// The webhook routes hold a body to BODY_TIMEOUT after its
+		// headers themselves (webhooks.Limits); this is the backstop for
+		// every route.
+		ReadTimeout: headerTimeout + cfg.BodyTimeout,
 		// Long enough for a delivery's whole processing.
 		WriteTimeout:   s.proc.DeliveryTimeout() + 15*time.Second,
 		IdleTimeout:    60 * time.Second,
-		MaxHeaderBytes: 64 << 10,
+		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	if cfg.MetricsAddr != "" {
@@ -193,6 +206,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		pool.Close()
 		return nil, err
 	}
+	s.setupFailoverWatch(reg.Reconcilers)
 	if cfg.AdminAddr != "" {
 		if err := s.setupConsole(provs); err != nil {
 			pool.Close()
@@ -244,10 +258,18 @@ type Addrs struct {
 // redriver and closes the pool. ready, if not nil, receives the listening
 // addresses once the server accepts connections.
 func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
-	ln, err := net.Listen("tcp", s.cfg.HTTPAddr)
+	tcp, err := net.Listen("tcp", s.cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
+	ln := limitConns(tcp, s.cfg.MaxConnections, s.registry)
+	bound := s.cfg.MemoryBound()
+	if !s.cfg.MemoryLimitSet {
+		debug.SetMemoryLimit(bound)
+	}
+	s.log.Info("memory bound", "bytes", bound, "strangers_bytes", s.cfg.StrangerMemoryBound(), "soft_limit", !s.cfg.MemoryLimitSet,
+		"formula", fmt.Sprintf("%d MiB + UNVERIFIED_BODY_BYTES + MAX_INFLIGHT × %d × MAX_BODY_BYTES + MAX_CONNECTIONS × %d KiB",
+			config.BaseMemory>>20, config.DeliveryBodies, config.ConnectionMemory>>10))
 	addrs := Addrs{HTTP: ln.Addr(), Side: map[string]net.Addr{}}
 	var sideLns []net.Listener
 	for _, side := range s.side {

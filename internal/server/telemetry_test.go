@@ -213,6 +213,47 @@ const (
 	otelhttpScope = "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 )
 
+// TestSpanAttributesBounded: what a request says of itself and nobody
+// signed (a User-Agent, a path, a Host) reaches the spans cut to
+// telemetry.AttributeValueLimit, however long it was sent.
+func TestSpanAttributesBounded(t *testing.T) {
+	rec := telemetrytest.Install(t)
+	r := rt.New(t, listen...)
+	url := serve(t, r)
+	long := strings.Repeat("A", 16<<10)
+	body := checkoutEvent("evt_trace_long_headers")
+	h := rt.Signed(stripe.Spec, body, nil)
+	h.Set("User-Agent", "Stripe/1.0 "+long)
+	if status, answer := deliver(t, url, body, h); status != http.StatusOK {
+		t.Fatalf("delivery: %d %s", status, answer)
+	}
+	req, _ := http.NewRequest(http.MethodPost, url+"/webhooks/"+long, strings.NewReader("{}"))
+	req.Header.Set("User-Agent", long)
+	if res, err := http.DefaultClient.Do(req); err == nil {
+		res.Body.Close()
+	}
+	spans := rec.Ended()
+	if len(spans) == 0 {
+		t.Fatal("no span recorded")
+	}
+	longestOwn := 0 // the longest value the receiver records itself: whole
+	for _, s := range spans {
+		for _, kv := range s.Attributes() {
+			n := len(kv.Value.String())
+			if n > telemetry.AttributeValueLimit {
+				t.Errorf("%s: %s is %d bytes, more than %d", s.Name(), kv.Key, n, telemetry.AttributeValueLimit)
+			}
+			if v := kv.Value.String(); !strings.Contains(v, "AAAA") && n > longestOwn {
+				longestOwn = n
+			}
+		}
+	}
+	t.Logf("the longest attribute value of the receiver's own: %d bytes (limit %d)", longestOwn, telemetry.AttributeValueLimit)
+	if longestOwn > telemetry.AttributeValueLimit/2 {
+		t.Errorf("an attribute of the receiver's own is %d bytes: within reach of the limit, %d", longestOwn, telemetry.AttributeValueLimit)
+	}
+}
+
 // TestTraceOfACheckout: one paid checkout is one trace: the request, its
 // verification, the event, its transaction (with its statements), and its
 // two steps side by side, the email with its SMTP dialogue and the

@@ -180,8 +180,11 @@ type Message struct {
 // tolerance of now, either way. A message it refuses gets a
 // *webhooks.RejectError whose reason is missing_signature (no signature
 // header), invalid_header (a header missing, repeated or unreadable, no
-// v1 entry), no_valid_signature, timestamp_too_old or timestamp_in_future;
-// its error quotes no more than a bounded piece of any header.
+// v1 entry), no_valid_signature (with the freshness of the timestamp the
+// message claims, for the alert on a sender signing with a secret this
+// receiver does not hold: webhooks.RejectSignature), timestamp_too_old or
+// timestamp_in_future; its error quotes no more than a bounded piece of
+// any header.
 func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Message, error) {
 	id, ts, sig, err := read(h)
 	if err != nil {
@@ -195,16 +198,20 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Message, e
 	if err != nil {
 		return Message{}, webhooks.Reject("invalid_header", err)
 	}
-	secret, key := sigs.MatchKeys(v.Keys, func(mac hash.Hash) { signed(mac, id, at, body) })
-	if secret < 0 {
-		return Message{}, webhooks.Reject("no_valid_signature",
-			fmt.Errorf("no v1 signature of %d matches any of %d secrets", len(sigs), len(v.Keys)))
-	}
 	tol := v.Tolerance
 	if tol <= 0 {
 		tol = DefaultTolerance
 	}
 	signedAt := time.Unix(at, 0)
+	secret, key := sigs.MatchKeys(v.Keys, func(mac hash.Hash) { signed(mac, id, at, body) })
+	if secret < 0 {
+		fresh := webhooks.SignedFresh
+		if d := now.Sub(signedAt); d > tol || -d > tol {
+			fresh = webhooks.SignedStale
+		}
+		return Message{}, webhooks.RejectSignature(fresh,
+			fmt.Errorf("no v1 signature of %d matches any of %d secrets", len(sigs), len(v.Keys)))
+	}
 	switch {
 	case now.Sub(signedAt) > tol:
 		return Message{}, webhooks.Reject("timestamp_too_old",

@@ -149,6 +149,21 @@ func TestVerify(t *testing.T) {
 			}
 		})
 	}
+	t.Run("FreshnessOfAWrongSignature", func(t *testing.T) {
+		// A signature no secret makes is told apart by what its timestamp
+		// claims (the alert on a sender signing with a secret this
+		// receiver does not hold counts the fresh ones only).
+		for d, want := range map[time.Duration]webhooks.SignedTimestamp{
+			0: webhooks.SignedFresh, -4 * time.Minute: webhooks.SignedFresh, 4 * time.Minute: webhooks.SignedFresh,
+			-6 * time.Minute: webhooks.SignedStale, 6 * time.Minute: webhooks.SignedStale,
+		} {
+			_, err := v.Verify(signed("msg_1", now.Add(d), other), body, now)
+			var re *webhooks.RejectError
+			if !errors.As(err, &re) || re.Reason != "no_valid_signature" || re.Timestamp != want {
+				t.Errorf("signed %s from now with a wrong key: %v (%+v), want no_valid_signature, %s", d, err, re, want)
+			}
+		}
+	})
 	t.Run("Tolerance", func(t *testing.T) {
 		strict := &swh.Verifier{Keys: v.Keys, Tolerance: 5 * time.Second}
 		if _, err := strict.Verify(signed("msg_1", now.Add(-6*time.Second), key), body, now); reason(err) != "timestamp_too_old" {

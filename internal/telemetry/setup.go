@@ -162,7 +162,7 @@ func setup(ctx context.Context, log *slog.Logger, getenv func(string) string, st
 		return nil, nil, fmt.Errorf("trace resource: %w", err)
 	}
 	tp := sdktrace.NewTracerProvider(processor, sdktrace.WithResource(res),
-		sdktrace.WithSampler(s.Sampler))
+		sdktrace.WithSampler(s.Sampler), sdktrace.WithRawSpanLimits(SpanLimits(getenv)))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "error", err) }))
 	restore := Install(tp)
 	log.Info("tracing on", "why", s.Why, "protocol", s.Protocol, "endpoint", s.Endpoint, "sampler", s.Sampler.Description())
@@ -173,6 +173,27 @@ func setup(ctx context.Context, log *slog.Logger, getenv func(string) string, st
 		}
 		return nil
 	}, nil
+}
+
+// AttributeValueLimit is the length, in bytes, that every span attribute's
+// value is cut to unless OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (or
+// OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT) says otherwise: otelhttp records
+// what a request says of itself (its User-Agent, its path), which nobody
+// signed, and a span must not carry 8 KB of an attacker's header to the
+// collector. 4 KiB keeps every value the receiver itself records whole
+// (the longest, a statement's text, is under 2 KiB: TestSpanAttributesBounded
+// says by how much).
+const AttributeValueLimit = 4 << 10
+
+// SpanLimits are the SDK's span limits from the environment (getenv), with
+// the attribute values cut to AttributeValueLimit when the environment
+// sets no length: what Setup installs, and telemetrytest too.
+func SpanLimits(getenv func(string) string) sdktrace.SpanLimits {
+	l := sdktrace.NewSpanLimits()
+	if getenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT") == "" && getenv("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT") == "" {
+		l.AttributeValueLengthLimit = AttributeValueLimit
+	}
+	return l
 }
 
 // samplerFromEnv is the sampler OTEL_TRACES_SAMPLER and its argument name

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,7 +17,8 @@ import (
 )
 
 // TestReadBody: a body of declared length is read into one buffer of that
-// size; a chunked one whole; one over the limit or cut short is an error.
+// size; a chunked one whole; one over the limit or cut short is an error;
+// every byte paid for is given back.
 func TestReadBody(t *testing.T) {
 	const limit = 8 << 10
 	type got struct {
@@ -35,8 +37,14 @@ func TestReadBody(t *testing.T) {
 			return got{}
 		}
 	}
+	adm := NewAdmission(1 << 20)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, err := readBody(http.MaxBytesReader(w, r.Body, limit), r.ContentLength)
+		u := adm.enter(SourceKey("127.0.0.1"), w)
+		b, err := u.read(r.Context(), http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
+		u.leave()
+		if used, sources := adm.Used(); used != 0 || sources != 0 {
+			err = fmt.Errorf("after the read, %d bytes of %d sources still held", used, sources)
+		}
 		results <- got{b, cap(b), err}
 	}))
 	defer srv.Close()
@@ -78,12 +86,15 @@ func TestReadBody(t *testing.T) {
 	t.Run("ClaimedLengthNotAllocatedUpFront", func(t *testing.T) {
 		// A header claims 1 MiB; 100 bytes come. What is allocated follows
 		// the bytes, not the header.
-		b, err := readBody(bytes.NewReader(body[:100]), 1<<20)
+		u := adm.enter(SourceKey("127.0.0.1"), nil)
+		defer u.leave()
+		b, err := u.read(context.Background(), bytes.NewReader(body[:100]), 1<<20, 1<<20)
 		if err != nil || len(b) != 100 {
 			t.Fatalf("read %d bytes, err %v", len(b), err)
 		}
-		if cap(b) > presizedBody {
-			t.Errorf("a buffer of %d bytes for a 100-byte body declared 1 MiB, want at most %d", cap(b), presizedBody)
+		if cap(b) > firstBuffer || u.held != int64(cap(b)) {
+			t.Errorf("a buffer of %d bytes (%d paid for) for a 100-byte body declared 1 MiB, want at most %d, all paid for",
+				cap(b), u.held, firstBuffer)
 		}
 	})
 	t.Run("CutShort", func(t *testing.T) {

@@ -5,20 +5,27 @@
 //
 // A delivery reaches Handler.Route, the handler of one provider's route
 // (POST /webhooks/<source>, one per Spec of internal/providers). Before
-// reading anything it refuses what cannot be a delivery: beyond
-// MAX_INFLIGHT deliveries at once, 503 with Retry-After; without any of the
+// reading anything it refuses what cannot be a delivery: without any of the
 // provider's signature headers, 400 (the body is never read); a declared
-// length over MAX_BODY_BYTES, 413. Then the raw body is read once and given
-// to the Provider's Verify, which checks the signature (and, where the
-// sender signs one, the timestamp) and returns an Event keyed on the
-// event's identity: the Stripe event id, GitHub's hook id and delivery
-// GUID followed by a hash of the body, Paddle's event id. What no sender
+// length over MAX_BODY_BYTES, 413. Until its signature is verified, a
+// request is an anonymous stranger's, and costs what Admission lets it:
+// its body must arrive within BODY_TIMEOUT of its headers (else 408), and
+// is read once, into buffers paid for from a budget that unverified bodies
+// share fairly by client address, as its bytes arrive (an address beyond
+// its share of a full budget is answered 503 without the rest being read).
+// The raw body is then given to the Provider's Verify, which checks the
+// signature (and, where the sender signs one, the timestamp) and returns
+// an Event keyed on the event's identity: the Stripe event id, GitHub's
+// hook id and delivery GUID followed by a hash of the body, Paddle's event
+// id. Only a verified
+// delivery takes one of the MAX_INFLIGHT slots (beyond them, 503 with
+// Retry-After), so that no stranger can keep a sender out. What no sender
 // signed is read, never trusted: a GitHub delivery is known by the hash of
 // its signed payload (Event.BodyHash), unique among stored events, so that
 // no header makes a body new and no body takes the key of another; the
 // event type must agree with the body; and metrics label only values from
-// closed sets. A request that fails any of this is answered 400 and
-// nothing is written.
+// closed sets. A request
+// that fails any of this is answered 400 and nothing is written.
 //
 // The Processor then runs the single-transaction pattern, on a context the
 // sender cannot cancel by hanging up. The provider's Plan queues the

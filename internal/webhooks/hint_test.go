@@ -23,7 +23,7 @@ import (
 func TestWrongSecretHint(t *testing.T) {
 	var logged bytes.Buffer
 	log := slog.New(slog.NewJSONHandler(&logged, nil))
-	h := webhooks.NewHandler(nil, webhooks.NewMetrics(prometheus.NewRegistry()), log, 1<<20, 4)
+	h := webhooks.NewHandler(nil, webhooks.NewMetrics(prometheus.NewRegistry()), log, webhooks.Limits{MaxBody: 1 << 20, MaxInflight: 4})
 	route := h.Route(stripe.Spec, stripe.New([]string{"whsec_the_configured_one"}))
 	body := []byte(`{"id":"evt_1","object":"event","type":"invoice.created","data":{"object":{"id":"in_1"}}}`)
 

@@ -4,9 +4,10 @@ import (
 	"context"
 	"encoding/json/jsontext"
 	"errors"
-	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -17,26 +18,68 @@ import (
 )
 
 // Handler serves the webhook routes: it refuses what cannot be a delivery
-// before reading it, reads the raw body once, has the provider verify it,
-// hands the event to the processor and turns the result into the status
-// the sender acts on. It makes no business decision.
+// before reading it, reads the raw body once into buffers the unverified
+// budget pays for, has the provider verify it, and only then takes a
+// delivery slot, hands the event to the processor and turns the result into
+// the status the sender acts on. It makes no business decision.
 type Handler struct {
-	proc     *Processor
-	metrics  *Metrics
-	log      *slog.Logger
-	maxBody  int64
-	inflight chan struct{}
-	now      func() time.Time
+	proc        *Processor
+	metrics     *Metrics
+	log         *slog.Logger
+	maxBody     int64
+	inflight    chan struct{}
+	admission   *Admission
+	bodyTimeout time.Duration
+	clientAddr  func(*http.Request) string
+	now         func() time.Time
 }
 
-// NewHandler returns a handler that accepts bodies up to maxBody bytes and
-// processes at most maxInflight deliveries at once (MAX_INFLIGHT): beyond
-// that, 503 with Retry-After and nothing written. A delivery holds no
-// connection while its steps talk to the outside world, so the bound is on
-// memory and goroutines, not on the pool.
-func NewHandler(proc *Processor, metrics *Metrics, log *slog.Logger, maxBody int64, maxInflight int) *Handler {
-	return &Handler{proc: proc, metrics: metrics, log: log, maxBody: maxBody,
-		inflight: make(chan struct{}, max(maxInflight, 1)), now: time.Now}
+// Limits are what a Handler lets requests cost.
+type Limits struct {
+	// MaxBody is the largest body accepted (MAX_BODY_BYTES).
+	MaxBody int64
+	// MaxInflight is how many verified deliveries are processed at once
+	// (MAX_INFLIGHT): beyond it, 503 with Retry-After and nothing written.
+	MaxInflight int
+	// UnverifiedBytes is the budget that bodies not yet verified share
+	// (UNVERIFIED_BODY_BYTES), fairly by client address (see Admission).
+	UnverifiedBytes int64
+	// BodyTimeout is how long after its headers a body may take to arrive
+	// (BODY_TIMEOUT); a slower one is answered 408 and its connection
+	// closed. Zero: no deadline of the handler's own.
+	BodyTimeout time.Duration
+	// ClientAddr returns a request's client address, as TRUSTED_PROXIES
+	// defines it; nil: the socket's peer.
+	ClientAddr func(*http.Request) string
+}
+
+// NewHandler returns a handler within lim. A delivery holds no connection
+// while its steps talk to the outside world, so MaxInflight bounds memory
+// and goroutines, not the pool; it counts verified deliveries only, so
+// that no stranger can take a slot from a sender.
+func NewHandler(proc *Processor, metrics *Metrics, log *slog.Logger, lim Limits) *Handler {
+	if lim.UnverifiedBytes <= 0 {
+		lim.UnverifiedBytes = max(lim.MaxBody, 1)
+	}
+	clientAddr := lim.ClientAddr
+	if clientAddr == nil {
+		clientAddr = peerAddr
+	}
+	return &Handler{proc: proc, metrics: metrics, log: log, maxBody: lim.MaxBody,
+		inflight: make(chan struct{}, max(lim.MaxInflight, 1)), admission: NewAdmission(lim.UnverifiedBytes),
+		bodyTimeout: lim.BodyTimeout, clientAddr: clientAddr, now: time.Now}
+}
+
+// Admission is the handler's budget of unverified bodies.
+func (h *Handler) Admission() *Admission { return h.admission }
+
+// peerAddr is the socket's peer address of a request.
+func peerAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // response is the JSON body of every answer to a delivery.
@@ -68,14 +111,6 @@ type delivery struct {
 
 func (d *delivery) serve(ctx context.Context, prov Provider) {
 	h, spec, req := d.h, d.spec, d.req
-	select {
-	case h.inflight <- struct{}{}:
-		defer func() { <-h.inflight }()
-	default:
-		d.w.Header().Set("Retry-After", "1")
-		d.reject(ctx, http.StatusServiceUnavailable, "too_many_in_flight", nil)
-		return
-	}
 	if !signed(req.Header, spec.SignatureHeaders) {
 		// Refused before the body is read: an unsigned request costs us
 		// its headers only. The connection is closed rather than drained.
@@ -88,20 +123,19 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 		d.reject(ctx, http.StatusRequestEntityTooLarge, "body_too_large", nil)
 		return
 	}
-	body, err := readBody(http.MaxBytesReader(d.w, req.Body, h.maxBody), req.ContentLength)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			d.reject(ctx, http.StatusRequestEntityTooLarge, "body_too_large", nil)
-			return
-		}
-		d.reject(ctx, http.StatusBadRequest, "body_unreadable", err)
+	body, u, ok := d.readBody(ctx)
+	if !ok {
 		return
 	}
 
 	_, verify := telemetry.Start(ctx, "webhook.verify", trace.SpanKindInternal, telemetry.AttrSource.String(spec.Source))
 	ev, err := prov.Verify(req.Header, body, h.now())
+	// Verified or not, the body is no stranger's any more: a verified one
+	// is a delivery's, under MAX_INFLIGHT; a refused one's buffer serves
+	// the next body.
+	u.leave()
 	if err != nil {
+		u.refuse(body)
 		reason := "invalid"
 		var rej *RejectError
 		if errors.As(err, &rej) {
@@ -113,6 +147,14 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 		return
 	}
 	verify.End()
+	select {
+	case h.inflight <- struct{}{}:
+		defer func() { <-h.inflight }()
+	default:
+		d.w.Header().Set("Retry-After", "1")
+		d.reject(ctx, http.StatusServiceUnavailable, "too_many_in_flight", nil)
+		return
+	}
 	ev.Via = ViaDelivery
 	h.metrics.secretMatched(spec.Source, ev.SecretIndex)
 	ctx = reqlog.With(ctx, "event_id", ev.ID, "event_type", ev.Type)
@@ -191,28 +233,40 @@ func (r response) appendJSON(b []byte) []byte {
 	return append(b, "}\n"...)
 }
 
-// readBody reads a request's whole body. A body of declared length (every
-// sender's: Content-Length, at most MAX_BODY_BYTES by now) up to
-// presizedBody is read into one buffer of that size, which net/http holds
-// the sender to, rather than grown by io.ReadAll's doubling (twice the
-// allocation and copies). Content-Length is not signed: a larger one, or
-// none (chunked), is read as io.ReadAll reads it, so that memory follows the
-// bytes that arrive, not what a header claims will.
-func readBody(r io.Reader, declared int64) ([]byte, error) {
-	if declared < 0 || declared > presizedBody {
-		return io.ReadAll(r)
+// readBody reads the request's body within BODY_TIMEOUT of its headers,
+// into buffers the unverified budget pays for as its bytes arrive. It
+// answers the request itself when it cannot (ok false); otherwise the
+// caller must call u.leave once the body is verified or refused.
+func (d *delivery) readBody(ctx context.Context) (body []byte, u *unverified, ok bool) {
+	h, req := d.h, d.req
+	if h.bodyTimeout > 0 {
+		// Errors only where the ResponseWriter cannot (a test's recorder);
+		// the server's ReadTimeout still bounds the whole request there.
+		_ = http.NewResponseController(d.w).SetReadDeadline(d.start.Add(h.bodyTimeout))
 	}
-	body := make([]byte, declared)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return nil, err
+	u = h.admission.enter(SourceKey(h.clientAddr(req)), d.w)
+	body, err := u.read(ctx, http.MaxBytesReader(d.w, req.Body, h.maxBody), req.ContentLength, h.maxBody)
+	if err == nil {
+		u.doneReading()
+		return body, u, true
 	}
-	return body, nil
+	u.leave()
+	// Whatever is left of the body is not read: the connection is closed.
+	d.w.Header().Set("Connection", "close")
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		d.reject(ctx, http.StatusRequestEntityTooLarge, "body_too_large", nil)
+	case errors.Is(err, errCutOff), errors.Is(err, errOverShare), errors.Is(err, errAdmissionBusy):
+		d.w.Header().Set("Retry-After", "1")
+		d.reject(ctx, http.StatusServiceUnavailable, "unverified_over_share", err)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		d.reject(ctx, http.StatusRequestTimeout, "body_timeout", nil)
+	default:
+		d.reject(ctx, http.StatusBadRequest, "body_unreadable", err)
+	}
+	return nil, nil, false
 }
-
-// presizedBody bounds what a request's headers alone can make readBody
-// allocate: more than any Stripe or Paddle event, and 16 MiB at the default
-// MAX_INFLIGHT of 256 requests that send headers and then nothing.
-const presizedBody = 64 << 10
 
 // signed reports whether any of the signature headers is present.
 func signed(h http.Header, names []string) bool {

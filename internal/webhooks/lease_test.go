@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func newRig(t *testing.T, opts webhooks.Options) *rig {
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r.proc = webhooks.NewProcessor(r.pool, kinds(r.smtp.Addr(), r.api.URL()), metrics, log, opts)
 	mux := http.NewServeMux()
-	mux.Handle("POST /webhooks/test", webhooks.NewHandler(r.proc, metrics, log, 1<<20, 256).Route(testSpec, testProvider{}))
+	mux.Handle("POST /webhooks/test", webhooks.NewHandler(r.proc, metrics, log, webhooks.Limits{MaxBody: 1 << 20, MaxInflight: 256}).Route(testSpec, testProvider{}))
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	r.url = srv.URL + "/webhooks/test"
@@ -471,6 +472,60 @@ func TestPermanentFailureParks(t *testing.T) {
 	if n := len(r.api.Requests()); n != 1 {
 		t.Errorf("a parked step was retried by a delivery: %d calls", n)
 	}
+}
+
+// TestStepErrorsNameNoCustomer: a fulfillment API that echoes the order's
+// customer_email in its refusal, as APIs often do, leaves no address in
+// last_error, in the attempt's recorded error, or in any log line.
+func TestStepErrorsNameNoCustomer(t *testing.T) {
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Email string `json:"customer_email"`
+		}
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		fmt.Fprintf(w, `{"error":"no account for %s"}`, body.Email)
+	}))
+	t.Cleanup(api.Close)
+	var logs strings.Builder
+	var mu sync.Mutex
+	pool, smtp := pgtest.NewPool(t), mailtest.NewServer(t)
+	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))
+	proc := webhooks.NewProcessor(pool, kinds(smtp.Addr(), api.URL), webhooks.NewMetrics(prometheus.NewRegistry()), log,
+		webhooks.Options{Lease: 5 * time.Minute})
+	ev := webhooks.Event{Source: "test", Key: "evt_leak", ID: "evt_leak", Type: "test.paid", Body: []byte(`{"id":"evt_leak"}`)}
+	if res := proc.Process(context.Background(), testProvider{}, ev); res.Outcome != webhooks.OutcomeParked {
+		t.Fatalf("outcome %s (%v), want parked", res.Outcome, res.Err)
+	}
+	var lastError, attemptError string
+	if err := pool.QueryRow(context.Background(), `
+SELECT coalesce(p.last_error, ''), coalesce((SELECT string_agg(a.error, ' ') FROM step_attempts a WHERE a.step_key = p.event_key), '')
+FROM processed_events p WHERE p.event_key = 'evt_leak/fulfillment'`).Scan(&lastError, &attemptError); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	logged := logs.String()
+	mu.Unlock()
+	for what, text := range map[string]string{"last_error": lastError, "the attempt's error": attemptError, "the log": logged} {
+		if strings.Contains(text, "customer@example.com") {
+			t.Errorf("%s names the customer: %s", what, text)
+		}
+	}
+	if !strings.Contains(lastError, "no account for ***@example.com") {
+		t.Errorf("last_error %q, want the API's refusal with the address redacted", lastError)
+	}
+}
+
+// lockedWriter serialises writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // TestAttemptsRunOut: after MaxAttempts failures the step is parked and the

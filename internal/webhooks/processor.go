@@ -206,8 +206,10 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 		if why != "" {
 			status = StatusSkipped
 		}
+		// The payload goes as JSON text: a []byte is bytea to pgx, sent
+		// as "\x…" in the exec mode a transaction-mode pooler needs.
 		args := append(slices.Clip(it.args), StepKey(ev.Key, s.Name), ev.Source, ev.Key, s.Name, s.Kind,
-			[]byte(payload), tp, string(status), why)
+			string(payload), tp, string(status), why)
 		b.Queue(stepInsertSQL(it.sql, len(it.args)), args...)
 	}
 
@@ -460,7 +462,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 		// rolling deploy): given back likewise.
 		stepErr = fmt.Errorf("step %s cannot run in this process: %s", ls.Key, kind.Unconfigured())
 	default:
-		if why := kind.Unavailable(ls.Payload); why != "" {
+		if why := RedactAddresses(kind.Unavailable(ls.Payload)); why != "" {
 			err := record(func(c context.Context) error { return skipStep(c, p.pool, ls, why, at) })
 			if err != nil && !errors.Is(err, errLeaseLost) {
 				log.ErrorContext(ctx, "step cannot run, and its skip was not recorded", "reason", why, "error", err)
@@ -472,7 +474,10 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(bg, p.opts.StepTimeout)
-		stepErr = kind.Run(sctx, ls.Key, ls.Payload)
+		// Whatever the kind answered may quote a customer's address (an
+		// SMTP reply, an API's error body): redacted before it is logged
+		// or stored.
+		stepErr = redactError(kind.Run(sctx, ls.Key, ls.Payload))
 		cancel()
 	}
 

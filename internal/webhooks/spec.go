@@ -36,6 +36,10 @@ type Spec struct {
 	// sender's retry window, or for ever-valid signatures longer):
 	// `events prune` refuses a shorter window without --force.
 	Retention time.Duration
+	// Retries says, in a few words, what the sender does after a failed
+	// delivery ("retries for up to 3 days", "never retries"): what an
+	// operator alert about refused deliveries tells the operator to expect.
+	Retries string
 	// OrderSources are the values of orders.source its events write.
 	OrderSources []string
 	// New builds the provider from its configuration.

@@ -95,6 +95,7 @@ var Spec = webhooks.Spec{
 	// and its body hash is what makes a replay harmless.
 	// GitHub's own redelivery window is 3 days; 90 days of keys is the floor.
 	Retention:    90 * 24 * time.Hour,
+	Retries:      "never retries a failed delivery: catch up with server reconcile, or redeliver by hand",
 	OrderSources: []string{SourceMarketplace, SourceSponsors},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		return New(s.Secrets, s.NotifyEmail), nil

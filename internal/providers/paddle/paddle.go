@@ -82,6 +82,7 @@ var Spec = webhooks.Spec{
 	// Paddle later (up to 90 days) past its pruned key changes nothing:
 	// every write and step of an event is safe to run again.
 	Retention:    3 * 24 * time.Hour,
+	Retries:      "retries a failed notification later, with back-off",
 	OrderSources: []string{Source},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		tol, err := tolerance(s.Env("PADDLE_SIGNATURE_TOLERANCE"))

@@ -241,6 +241,7 @@ func TestParseConnectAccounts(t *testing.T) {
 		{"acct_", nil, false, false},
 		{"cus_1", nil, false, false},
 		{"acct_1/x", nil, false, false},
+		{"acct_1,,acct_2", nil, false, false},
 	} {
 		accounts, all, err := stripe.ParseConnectAccounts(c.v)
 		if (err == nil) != c.ok || all != c.all || !cmp.Equal(accounts, c.accounts) {

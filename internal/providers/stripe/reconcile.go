@@ -39,9 +39,13 @@ var (
 // (acct_…, in order, without repeats), and whether it is "*" (every
 // account). "" lists none.
 func ParseConnectAccounts(v string) (accounts []string, all bool, err error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, false, nil
+	}
 	for _, a := range strings.Split(v, ",") {
 		switch a = strings.TrimSpace(a); {
 		case a == "":
+			return nil, false, errors.New("has an empty entry between commas")
 		case a == "*":
 			all = true
 		case !connectAccountID(a):
@@ -51,7 +55,7 @@ func ParseConnectAccounts(v string) (accounts []string, all bool, err error) {
 		}
 	}
 	if all && len(accounts) > 0 {
-		return nil, false, errors.New("* already names every account: list accounts or *, not both")
+		return nil, false, errors.New(`"*" already names every account: list accounts or "*", not both`)
 	}
 	return accounts, all, nil
 }

@@ -58,6 +58,7 @@ var Spec = webhooks.Spec{
 	// for 30, and an event resent past its key's deletion would be
 	// processed again: keep 30 days unless you know better.
 	Retention:    3 * 24 * time.Hour,
+	Retries:      "retries for up to 3 days (live mode; a few times over hours in test mode)",
 	OrderSources: []string{Source},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		filter, _, err := FilterOf(s.Env)

@@ -22,10 +22,8 @@ type Collector struct {
 	srv    *httptest.Server
 	decode bool
 
-	mu       sync.Mutex
-	requests int
-	count    int
-	spans    []*tracepb.Span
+	mu    sync.Mutex
+	spans []*tracepb.Span
 }
 
 // keep is how many spans a Collector keeps.
@@ -52,20 +50,6 @@ func newCollector(tb testing.TB, decode bool) *Collector {
 // URL is the base URL, for OTEL_EXPORTER_OTLP_ENDPOINT.
 func (c *Collector) URL() string { return c.srv.URL }
 
-// Requests is the number of exports received.
-func (c *Collector) Requests() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.requests
-}
-
-// Count is the number of spans received (decoding collectors only).
-func (c *Collector) Count() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.count
-}
-
 // Spans returns the spans kept so far.
 func (c *Collector) Spans() []*tracepb.Span {
 	c.mu.Lock()
@@ -85,9 +69,6 @@ func (c *Collector) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	if !c.decode {
 		_, _ = io.Copy(io.Discard, body)
-		c.mu.Lock()
-		c.requests++
-		c.mu.Unlock()
 		w.Header().Set("Content-Type", "application/x-protobuf")
 		return
 	}
@@ -104,10 +85,8 @@ func (c *Collector) handle(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.mu.Lock()
-	c.requests++
 	for _, rs := range req.ResourceSpans {
 		for _, ss := range rs.ScopeSpans {
-			c.count += len(ss.Spans)
 			for _, s := range ss.Spans {
 				if len(c.spans) < keep {
 					c.spans = append(c.spans, s)

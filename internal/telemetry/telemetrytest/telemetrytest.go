@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -37,7 +38,8 @@ func Install(tb testing.TB) *Recorder {
 	tb.Helper()
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr),
-		sdktrace.WithSampler(telemetry.LinkedSampler(sdktrace.ParentBased(sdktrace.AlwaysSample()))))
+		sdktrace.WithSampler(telemetry.LinkedSampler(sdktrace.ParentBased(sdktrace.AlwaysSample()))),
+		sdktrace.WithRawSpanLimits(telemetry.SpanLimits(os.Getenv)))
 	restore := telemetry.Install(tp)
 	tb.Cleanup(func() {
 		restore()

@@ -169,13 +169,6 @@ func (s *Server) AddRaw(raw []byte) (Event, error) {
 	return *ev, nil
 }
 
-// Remove drops an event, as Paddle does after 90 days.
-func (s *Server) Remove(id string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.events = slices.DeleteFunc(s.events, func(e *Event) bool { return e.ID == id })
-}
-
 // Requests returns the calls answered so far, in order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()

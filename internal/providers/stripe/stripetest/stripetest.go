@@ -218,13 +218,6 @@ func (s *Server) AddRaw(raw []byte, delivered bool) (Event, error) {
 	return *ev, nil
 }
 
-// Connect connects the platform to an account, with no events yet.
-func (s *Server) Connect(account string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.connected[account] = true
-}
-
 // Misbehave makes the list endpoint page as m says, from the next request
 // on.
 func (s *Server) Misbehave(m Misbehaviour) {
@@ -241,35 +234,12 @@ func (s *Server) RedirectTo(base string) {
 	s.redirect = base
 }
 
-// SetDelivered changes whether an event counts as delivered.
-func (s *Server) SetDelivered(id string, delivered bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, e := range s.events {
-		if e.ID == id {
-			e.Delivered = delivered
-		}
-	}
-}
-
 // Remove drops an event, as Stripe does after 30 days: a cursor naming it
 // is then refused.
 func (s *Server) Remove(id string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.events = slices.DeleteFunc(s.events, func(e *Event) bool { return e.ID == id })
-}
-
-// Events returns every event, oldest first.
-func (s *Server) Events() []Event {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Event, 0, len(s.events))
-	for _, e := range s.sortedLocked() {
-		out = append(out, *e)
-	}
-	slices.Reverse(out)
-	return out
 }
 
 // Requests returns the calls answered so far, in order.

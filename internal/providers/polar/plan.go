@@ -1,0 +1,188 @@
+package polar
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/subscriptions"
+	"github.com/paywebhooks/receiver/internal/webhooks"
+)
+
+// Step names of Polar events. Each is one claim under its own lease.
+const (
+	StepConfirmationEmail = "email.confirmation"
+	StepFulfillment       = "fulfillment"
+	StepRefundEmail       = "email.refund"
+)
+
+// handledTypes are the event types Plan acts on.
+var handledTypes = []string{"order.paid", "order.refunded",
+	"subscription.created", "subscription.updated", "subscription.active", "subscription.canceled",
+	"subscription.uncanceled", "subscription.revoked", "subscription.past_due"}
+
+// noFinalStatus: Polar has no subscription status it never leaves (its
+// staff can reinstate a canceled subscription, with a newer modified_at).
+var noFinalStatus = []string{}
+
+// Plan implements webhooks.Provider: the contract's Polar table. Each
+// write is safe on its own to run twice, and every step is planned on the
+// condition that this event changed the state, so a copy of the event
+// under another webhook-id (another endpoint's), or a replay past an
+// emptied processed_events, changes nothing and sends nothing.
+func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
+	if !slices.Contains(handledTypes, ev.Type) {
+		return webhooks.ErrUnhandled
+	}
+	e, ok := ev.Payload.(*event)
+	if !ok { // a stored event, replayed
+		decoded, err := Decode(ev.ID, ev.Body)
+		if err != nil {
+			return webhooks.Unprocessable("event %s: %v", ev.ID, err)
+		}
+		e = decoded.Payload.(*event)
+	}
+	if e.dataErr != nil {
+		return webhooks.Unprocessable("%s %s: data: %v", ev.Type, ev.ID, e.dataErr)
+	}
+	switch ev.Type {
+	case "order.paid":
+		return orderPaid(ev, e.Data, plan)
+	case "order.refunded":
+		return orderRefunded(ev, e.Data, plan)
+	}
+	return subscription(ev, e.Data, plan)
+}
+
+// order is an order as the handlers use it.
+type order struct {
+	ID          string
+	AmountCents int64 // total_amount
+	Currency    string
+	Email       string // customer.email, when the payload gives one
+}
+
+func readOrder(ev *webhooks.Event, d *data) (order, error) {
+	switch {
+	case d.ID == "":
+		return order{}, webhooks.Unprocessable("%s %s: the order has no id", ev.Type, ev.ID)
+	case d.TotalAmount == nil || *d.TotalAmount < 0:
+		return order{}, webhooks.Unprocessable("%s %s: the order has no total_amount", ev.Type, ev.ID)
+	case d.RefundedAmount < 0 || d.RefundedTaxAmount < 0:
+		return order{}, webhooks.Unprocessable("%s %s: refunded_amount %d, refunded_tax_amount %d", ev.Type, ev.ID,
+			d.RefundedAmount, d.RefundedTaxAmount)
+	}
+	o := order{ID: d.ID, AmountCents: *d.TotalAmount, Currency: strings.ToLower(d.Currency)}
+	if d.Customer != nil {
+		o.Email = d.Customer.Email
+	}
+	return o, nil
+}
+
+// orderPaid records the order paid (partially refunded or refunded if its
+// refunds came first) and, when this event made it so, plans the
+// confirmation (when the payload gives an address) and the fulfillment
+// call. Every renewal of a subscription is an order of its own, with its
+// own order.paid.
+func orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
+	o, err := readOrder(ev, d)
+	if err != nil {
+		return err
+	}
+	orders.Create(plan, orders.Order{
+		Source:          Source,
+		ProviderEventID: ev.ID,
+		ExternalID:      o.ID,
+		PaymentIntentID: o.ID, // a refund recorded first, by order id, makes the order start refunded
+		Status:          orders.StatusPaid,
+		AmountCents:     o.AmountCents,
+		Currency:        o.Currency,
+		CustomerEmail:   o.Email,
+	}, orders.Position{})
+	cond, args := orders.Changed(Source, o.ID, orders.Sold...)
+	if o.Email != "" {
+		plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation", To: o.Email}), cond, args...)
+	}
+	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+	return nil
+}
+
+// orderRefunded records the order's cumulative refunded total,
+// refunded_amount + refunded_tax_amount (Polar's refunded_amount is net of
+// tax): the order takes it when it is larger than what it had,
+// partially_refunded below total_amount, refunded at it; an order that
+// arrives later starts with it. The refund email goes once per refunded
+// total (a copy from another endpoint adds nothing), to the payload's
+// address, else the order's; with neither, none is planned.
+func orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
+	o, err := readOrder(ev, d)
+	if err != nil {
+		return err
+	}
+	refunded := d.RefundedAmount + d.RefundedTaxAmount
+	if refunded == 0 {
+		return nil // nothing refunded yet: nothing to record
+	}
+	orders.ApplyRefund(plan, orders.Refund{
+		ProviderEventID: ev.ID,
+		PaymentIntentID: o.ID,
+		ChargeID:        o.ID, // one cumulative total per order: the largest recorded counts
+		AmountRefunded:  refunded,
+		Currency:        o.Currency,
+	})
+	cond, args := orders.RefundRecorded(ev.ID)
+	if o.Email == "" {
+		cond = withAddress(cond)
+	}
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: o.Email, Data: map[string]any{
+		"PaymentIntentID": o.ID, "TotalRefunded": refunded, "AmountCents": o.AmountCents, "Currency": o.Currency}}),
+		cond, args...)
+	return nil
+}
+
+// withAddress narrows a condition that puts an order in the step's payload
+// (orders.RefundRecorded) to an order with an email address.
+func withAddress(cond string) string {
+	return `SELECT c.patch FROM (` + cond + `) AS c(patch) WHERE c.patch -> 'order' ->> 'customer_email' <> ''`
+}
+
+// subscription applies a subscription.* event: the subscription takes the
+// event's state, in Polar's own words, unless an event of a later time was
+// applied. Its time is modified_at, or created_at while Polar has not
+// updated the subscription yet (subscription.created and the .updated sent
+// with it carry none), with Polar's microseconds. Events of the same time
+// carry the same state (one change sends updated with canceled, or with
+// revoked), so among them the later arrival wins with nothing to lose.
+// No status is final: Polar's staff can reinstate a canceled subscription,
+// which sends a newer modified_at.
+func subscription(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
+	if d.ID == "" || d.Status == "" {
+		return webhooks.Unprocessable("%s %s: the subscription has no id or status", ev.Type, ev.ID)
+	}
+	stamp := d.ModifiedAt
+	if stamp == "" {
+		stamp = d.CreatedAt
+	}
+	at, err := time.Parse(time.RFC3339Nano, stamp)
+	if err != nil {
+		return webhooks.Unprocessable("%s %s: neither modified_at nor created_at is a time to order it by (%s)",
+			ev.Type, ev.ID, webhooks.Quote(stamp, 40))
+	}
+	sub := subscriptions.Subscription{
+		Source:            Source,
+		ExternalID:        d.ID,
+		Status:            d.Status,
+		CustomerID:        d.CustomerID,
+		CancelAtPeriodEnd: d.CancelAtPeriodEnd,
+		EventID:           ev.ID,
+		At:                at,
+	}
+	if end, err := time.Parse(time.RFC3339Nano, d.CurrentPeriodEnd); err == nil {
+		sub.CurrentPeriodEnd = end
+	}
+	subscriptions.Apply(plan, sub, noFinalStatus)
+	return nil
+}
