@@ -104,11 +104,14 @@ operator commands and the load generator against it:
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{err: err, printed: true}
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("dev env takes no arguments, got %q", fs.Args())
+		return usageError{err: fmt.Errorf("dev env takes no arguments, got %q", fs.Args())}
 	}
 	if *dir == "" {
 		var err error

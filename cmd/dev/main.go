@@ -76,17 +76,31 @@ const database = "receiver"
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	var status exitStatus
+	var usage usageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.As(err, &status):
 		os.Exit(int(status))
-	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &usage):
+		if !usage.printed {
+			fmt.Fprintln(os.Stderr, "dev:", err)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "dev:", err)
 		os.Exit(1)
 	}
 }
+
+// usageError is a command line dev does not understand: exit status 2,
+// nothing done. printed: the flag package has already said what is wrong.
+type usageError struct {
+	err     error
+	printed bool
+}
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
 
 // exitStatus is the error run returns when COMMAND fails: dev exits with
 // the same status.
@@ -125,17 +139,20 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return cfg, err
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, usageError{err: err, printed: true}
 	}
 	if s := cfg.receiver.fulfillmentStatus; s < 200 || s > 599 {
 		fs.Usage()
-		return cfg, fmt.Errorf("-fulfillment-status %d is not an HTTP status", s)
+		return cfg, usageError{err: fmt.Errorf("-fulfillment-status %d is not an HTTP status", s)}
 	}
 	cfg.devSecrets = cfg.devSecrets || cfg.receiver.on
 	cfg.command = fs.Args()
 	if len(cfg.command) == 0 {
 		fs.Usage()
-		return cfg, errors.New("no command to run")
+		return cfg, usageError{err: errors.New("no command to run")}
 	}
 	if cfg.dir == "" && !cfg.temp {
 		var err error

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -108,5 +109,19 @@ func TestDefaultDir(t *testing.T) {
 	}
 	if again, _ := defaultDir(true); again != dir {
 		t.Errorf("defaultDir(true) = %q, then %q: not stable", dir, again)
+	}
+}
+
+// TestUsageErrors: a command line dev does not understand is a usageError
+// (exit status 2), before anything is started.
+func TestUsageErrors(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	for _, args := range [][]string{{"-frobnicate", "--", "true"}, {"-temp"}, {"-fulfillment-status", "42", "--", "true"}, {"env", "extra"}, {"env", "-frobnicate"}} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, noEnv, &stdout, &stderr)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(stderr.String(), "usage: dev") {
+			t.Errorf("dev %q: %v (%T), stderr %q; want a usage error and the usage", args, err, err, stderr.String())
+		}
 	}
 }
