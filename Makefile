@@ -1,4 +1,5 @@
-# The two commands: `make run` and `make test`. `make help` lists the rest.
+# The commands: `make run`, `make check` (a minute) and `make test` (all of
+# it). `make help` lists the rest.
 SHELL := /bin/bash
 # A machine starts on its own Go whatever go.mod says: this one names the
 # toolchain every target builds with (the go command fetches it from the
@@ -11,24 +12,33 @@ BIN   := bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help build run test lint vuln fuzz bench screenshots fmt clean
+.PHONY: help build run check test race lint vuln fuzz bench screenshots fmt clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-build: ## build bin/server and bin/dev
+build: ## build bin/server, bin/dev and bin/loadgen
 	$(GO) build -ldflags "-X github.com/paywebhooks/receiver/internal/version.Version=$(VERSION)" -o $(BIN)/server ./cmd/server
 	$(GO) build -o $(BIN)/dev ./cmd/dev
+	$(GO) build -o $(BIN)/loadgen ./cmd/loadgen
 
 run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is unset)
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
-	else scripts/ensure-postgres.sh && exec $(BIN)/dev -dev-secrets -- $(BIN)/server; fi
+	else scripts/ensure-postgres.sh && exec $(BIN)/dev -receiver -- $(BIN)/server; fi
 
-test: build lint ## run every test: unit, database, end-to-end and browser, on a private PostgreSQL (and through PgBouncer)
+check: build lint ## lint, unit and database tests: no end-to-end, no browser (about a minute on an idle machine)
+	scripts/ensure-postgres.sh
+	LOG=var/check.log scripts/test.sh -short $$(scripts/packages.sh check)
+
+test: build lint ## every test: unit, database (also through PgBouncer), end-to-end and browser; the core under the race detector
 	scripts/ensure-postgres.sh
 	scripts/ensure-pgbouncer.sh
 	scripts/ensure-chromium.sh >/dev/null
-	scripts/test.sh
+	RACE=core POOLER=1 scripts/test.sh
+
+race: build ## the race detector on the core: internal/webhooks and the providers
+	scripts/ensure-postgres.sh
+	LOG=var/race.log scripts/test.sh -race $$(scripts/packages.sh race)
 
 lint: ## go vet and staticcheck (a tool of go.mod)
 	$(GO) vet ./...

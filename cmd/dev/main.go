@@ -1,28 +1,46 @@
 // Command dev runs a command next to a local PostgreSQL server, for
 // development and for the Makefile:
 //
-//	dev [-dir DIR] [-temp] [-durable] [-port N] [-dev-secrets] -- COMMAND [ARGS...]
+//	dev [-dir DIR] [-temp] [-durable] [-port N] [-dev-secrets] [-receiver] -- COMMAND [ARGS...]
+//	dev env [-dir DIR]
 //
 // It starts a private server with the PostgreSQL binaries installed on the
 // machine (no Docker), persistent in DIR or, with -temp, in a temporary
 // directory removed afterwards. DIR defaults to var/pgdata; as root, whose
 // server runs as the `postgres` user (see internal/pglocal), to
 // paywebhooks-dev-<hash of the working directory> in that user's home
-// (else in /var/tmp), where it can reach it. It creates the database
-// `receiver` and runs COMMAND with DATABASE_URL pointing at it and
-// TEST_DATABASE_URL at the server's maintenance database, both with the
-// cluster's password, unless they are already set. With -dev-secrets it
-// also sets the webhook secret of every provider of the registry
-// (internal/providers) that names a development prefix, unless set, to a
-// development secret generated once and kept in var/dev-secrets.env.
+// (else in /var/tmp), where it can reach it. When a server already runs in
+// DIR (another dev's: `make run` in another terminal), dev uses it and
+// leaves it running. It creates the database `receiver` and runs COMMAND
+// with DATABASE_URL pointing at it and TEST_DATABASE_URL at the server's
+// maintenance database, both with the cluster's password, unless they are
+// already set. With -dev-secrets it also sets the webhook secret of every
+// provider of the registry (internal/providers) that names a development
+// prefix, unless set, to a development secret generated once and kept in
+// var/dev-secrets.env.
+//
+// With -receiver (make run, which implies -dev-secrets) COMMAND is the
+// receiver, and dev sets up what a developer needs around it, each unless
+// its variable is set: the operator console on 127.0.0.1:8081 with a token
+// generated once and kept with the secrets (ADMIN_ADDR, ADMIN_TOKEN), and a
+// development fulfillment API on 127.0.0.1 (FULFILLMENT_URL) that answers
+// 201, checks each call's signature with FULFILLMENT_SECRET (generated
+// once and kept likewise), records every call in var/fulfillment.log and
+// prints it. It prints the URLs, the token and how to forward events with
+// the Stripe CLI.
+//
+// `dev env` prints the shell commands that export DATABASE_URL of the
+// server running in DIR and the development secrets, for another terminal:
+// eval "$(bin/dev env)".
 //
 // COMMAND always gets PAYWEBHOOKS_DEV=1 (config.DevEnv), which lets the
-// receiver accept secrets that say "development".
+// receiver accept secrets that say "development" and makes its logs text.
 //
 // COMMAND runs in a process group of its own: SIGINT and SIGTERM, from the
 // terminal or elsewhere, reach dev, which passes each on to the whole group
 // once. Its standard input is empty, so it should not be interactive. Once
-// COMMAND exits, dev stops the server and exits with COMMAND's status.
+// COMMAND exits, dev stops the server it started and exits with COMMAND's
+// status.
 package main
 
 import (
@@ -35,6 +53,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -48,6 +67,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pglocal"
 	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
 // database is the application database dev creates.
@@ -56,17 +76,31 @@ const database = "receiver"
 func main() {
 	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
 	var status exitStatus
+	var usage usageError
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, flag.ErrHelp):
 	case errors.As(err, &status):
 		os.Exit(int(status))
-	case errors.Is(err, flag.ErrHelp):
+	case errors.As(err, &usage):
+		if !usage.printed {
+			fmt.Fprintln(os.Stderr, "dev:", err)
+		}
 		os.Exit(2)
 	default:
 		fmt.Fprintln(os.Stderr, "dev:", err)
 		os.Exit(1)
 	}
 }
+
+// usageError is a command line dev does not understand: exit status 2,
+// nothing done. printed: the flag package has already said what is wrong.
+type usageError struct {
+	err     error
+	printed bool
+}
+
+func (u usageError) Error() string { return u.err.Error() }
+func (u usageError) Unwrap() error { return u.err }
 
 // exitStatus is the error run returns when COMMAND fails: dev exits with
 // the same status.
@@ -82,6 +116,7 @@ type options struct {
 	port        int
 	devSecrets  bool
 	secretsFile string
+	receiver    receiverOptions
 	command     []string
 }
 
@@ -95,17 +130,29 @@ func parseArgs(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&cfg.port, "port", 0, "TCP port on 127.0.0.1 (0: any free port)")
 	fs.BoolVar(&cfg.devSecrets, "dev-secrets", false, "set unset webhook secrets to stable development ones")
 	fs.StringVar(&cfg.secretsFile, "secrets-file", filepath.Join("var", "dev-secrets.env"), "where -dev-secrets keeps its secrets")
+	fs.BoolVar(&cfg.receiver.on, "receiver", false, "COMMAND is the receiver (make run): -dev-secrets, the console with a token, a fulfillment API that records calls")
+	fs.IntVar(&cfg.receiver.fulfillmentStatus, "fulfillment-status", http.StatusCreated, "with -receiver, the status the fulfillment API answers a new call with (try 503: the step fails and is retried)")
+	fs.StringVar(&cfg.receiver.fulfillmentLog, "fulfillment-log", filepath.Join("var", "fulfillment.log"), "with -receiver, where the fulfillment API records its calls")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: dev [-dir DIR] [-temp] [-durable] [-port N] [-dev-secrets] -- COMMAND [ARGS...]")
+		fmt.Fprintln(stderr, "usage: dev [-dir DIR] [-temp] [-durable] [-port N] [-dev-secrets] [-receiver] -- COMMAND [ARGS...]")
+		fmt.Fprintln(stderr, "       dev env [-dir DIR]    (dev env -h says more)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return cfg, err
+		if errors.Is(err, flag.ErrHelp) {
+			return cfg, err
+		}
+		return cfg, usageError{err: err, printed: true}
 	}
+	if s := cfg.receiver.fulfillmentStatus; s < 200 || s > 599 {
+		fs.Usage()
+		return cfg, usageError{err: fmt.Errorf("-fulfillment-status %d is not an HTTP status", s)}
+	}
+	cfg.devSecrets = cfg.devSecrets || cfg.receiver.on
 	cfg.command = fs.Args()
 	if len(cfg.command) == 0 {
 		fs.Usage()
-		return cfg, errors.New("no command to run")
+		return cfg, usageError{err: errors.New("no command to run")}
 	}
 	if cfg.dir == "" && !cfg.temp {
 		var err error
@@ -146,6 +193,9 @@ func ownedBy(fi os.FileInfo, uid string) bool {
 
 // run is dev without the process-wide effects of main.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "env" {
+		return envCmd(args[1:], stdout, stderr)
+	}
 	cfg, err := parseArgs(args, stderr)
 	if err != nil {
 		return err
@@ -158,29 +208,49 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	dir := cfg.dir
-	if cfg.temp {
-		if dir, err = os.MkdirTemp("", "pgdev"); err != nil {
+	var db server
+	if running, ok := findRunning(cfg.dir); !cfg.temp && ok {
+		fmt.Fprintf(stderr, "Local PostgreSQL already running on 127.0.0.1:%d, data in %s: using it\n", running.Port(), running.Dir())
+		db = running
+	} else {
+		dir := cfg.dir
+		if cfg.temp {
+			if dir, err = os.MkdirTemp("", "pgdev"); err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+		}
+		var logFile io.WriteCloser = nopCloser{io.Discard}
+		if !cfg.temp {
+			if logFile, err = openLog(dir + ".log"); err != nil {
+				return err
+			}
+		}
+		defer logFile.Close() // after the server has stopped
+		cluster, err := startDatabase(ctx, cfg, dir, logFile)
+		if err != nil {
 			return err
 		}
-		defer os.RemoveAll(dir)
-	}
-	var logFile io.WriteCloser = nopCloser{io.Discard}
-	if !cfg.temp {
-		if logFile, err = openLog(dir + ".log"); err != nil {
-			return err
+		defer stopDatabase(cluster, stderr)
+		where := fmt.Sprintf("data in %s (server log in %s.log)", cluster.Dir(), cluster.Dir())
+		if cfg.temp {
+			where = "temporary data in " + cluster.Dir()
 		}
+		fmt.Fprintf(stderr, "Local PostgreSQL on 127.0.0.1:%d, %s\n", cluster.Port(), where)
+		db = cluster
 	}
-	defer logFile.Close() // after the server has stopped
-	cluster, err := startDatabase(ctx, cfg, dir, logFile)
-	if err != nil {
-		return err
-	}
-	defer stopDatabase(cluster, stderr)
 
-	env, err := commandEnv(cfg, cluster, getenv, stderr)
+	env, err := commandEnv(cfg, db, getenv, stderr)
 	if err != nil {
 		return err
+	}
+	if cfg.receiver.on {
+		more, stop, err := setUpReceiver(cfg, getenv, stderr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		env = append(env, more...)
 	}
 	return runCommand(cfg.command, env, sigs, stdout, stderr)
 }
@@ -230,13 +300,7 @@ func stopDatabase(c *pglocal.Cluster, stderr io.Writer) {
 
 // commandEnv returns the environment for the command, telling the user
 // what it adds.
-func commandEnv(cfg options, c *pglocal.Cluster, getenv func(string) string, stderr io.Writer) ([]string, error) {
-	where := fmt.Sprintf("data in %s (server log in %s.log)", c.Dir(), c.Dir())
-	if cfg.temp {
-		where = "temporary data in " + c.Dir()
-	}
-	fmt.Fprintf(stderr, "Local PostgreSQL on 127.0.0.1:%d, %s\n", c.Port(), where)
-
+func commandEnv(cfg options, c server, getenv func(string) string, stderr io.Writer) ([]string, error) {
 	// The last value of a key wins (os/exec): this one, whatever the
 	// environment says.
 	env := append(os.Environ(), config.DevEnv+"=1")
@@ -286,7 +350,29 @@ var devSecrets = func() []devSecret {
 
 type devSecret struct {
 	env, label, prefix, hint string
+	// make returns a new value; nil: prefix and 48 random hex digits.
+	make func() string
 }
+
+// newValue returns a new value for s.
+func (s devSecret) newValue() string {
+	if s.make != nil {
+		return s.make()
+	}
+	return s.prefix + randomHex(24)
+}
+
+// adminToken is the console's sign-in token -receiver sets, and
+// fulfillmentSecret the key the receiver signs its calls to the development
+// fulfillment API with, which that API verifies: both kept in the secrets
+// file with the webhook secrets.
+var (
+	adminToken        = devSecret{env: "ADMIN_TOKEN", label: "console token"}
+	fulfillmentSecret = devSecret{env: "FULFILLMENT_SECRET", label: "fulfillment API secret", make: standardwebhooks.NewSecret}
+)
+
+// generated are the values kept in the secrets file.
+var generated = append(devSecrets[:len(devSecrets):len(devSecrets)], adminToken, fulfillmentSecret)
 
 // loadDevSecrets reads the development secrets from path, generating and
 // saving any that are missing, so they stay the same from run to run.
@@ -296,9 +382,9 @@ func loadDevSecrets(path string) (map[string]string, error) {
 		return nil, err
 	}
 	changed := false
-	for _, s := range devSecrets {
+	for _, s := range generated {
 		if secrets[s.env] == "" {
-			secrets[s.env] = s.prefix + randomHex(24)
+			secrets[s.env] = s.newValue()
 			changed = true
 		}
 	}
@@ -337,8 +423,8 @@ func readEnvFile(path string) (map[string]string, error) {
 
 func writeEnvFile(path string, vars map[string]string) error {
 	var b strings.Builder
-	b.WriteString("# Development webhook secrets, generated by cmd/dev. Never use them in production.\n")
-	for _, s := range devSecrets {
+	b.WriteString("# Development webhook secrets and console token, generated by cmd/dev. Never use them in production.\n")
+	for _, s := range generated {
 		fmt.Fprintf(&b, "%s=%s\n", s.env, vars[s.env])
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -25,6 +26,7 @@ const helperEnv = "DEV_TEST_HELPER"
 // connect, the same URL without the password is refused, and the
 // development marker is set. dev prints the URL it set, password included.
 func TestRunTemp(t *testing.T) {
+	skipShort(t)
 	t.Setenv(helperEnv, "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -49,6 +51,15 @@ func TestRunTemp(t *testing.T) {
 	}
 	if _, ok := u.User.Password(); !ok {
 		t.Errorf("printed DATABASE_URL %q has no password", printed)
+	}
+}
+
+// skipShort skips a test that starts PostgreSQL servers of its own under
+// -short (make check): make test runs it.
+func skipShort(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts PostgreSQL servers of its own: make test runs it")
 	}
 }
 
@@ -98,5 +109,19 @@ func TestDefaultDir(t *testing.T) {
 	}
 	if again, _ := defaultDir(true); again != dir {
 		t.Errorf("defaultDir(true) = %q, then %q: not stable", dir, again)
+	}
+}
+
+// TestUsageErrors: a command line dev does not understand is a usageError
+// (exit status 2), before anything is started.
+func TestUsageErrors(t *testing.T) {
+	noEnv := func(string) string { return "" }
+	for _, args := range [][]string{{"-frobnicate", "--", "true"}, {"-temp"}, {"-fulfillment-status", "42", "--", "true"}, {"env", "extra"}, {"env", "-frobnicate"}} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, noEnv, &stdout, &stderr)
+		var usage usageError
+		if !errors.As(err, &usage) || !strings.Contains(stderr.String(), "usage: dev") {
+			t.Errorf("dev %q: %v (%T), stderr %q; want a usage error and the usage", args, err, err, stderr.String())
+		}
 	}
 }

@@ -119,7 +119,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	if err != nil {
 		return err
 	}
-	log := slog.New(reqlog.NewHandler(slog.NewJSONHandler(stdout, &slog.HandlerOptions{Level: cfg.LogLevel})))
+	log := newLogger(cfg, stdout)
 	slog.SetDefault(log)
 	v := version.Get()
 	log.Info("starting receiver", "version", v.Version, "go", v.GoVersion, "config", cfg)
@@ -137,6 +137,18 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	}
 	log.Info("receiver stopped")
 	return nil
+}
+
+// newLogger writes cfg's log lines to w: JSON objects (LOG_FORMAT=json,
+// the default) or key=value text (LOG_FORMAT=text, the default under the
+// development tool), with a request's attributes added (reqlog).
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.LogLevel}
+	var h slog.Handler = slog.NewJSONHandler(w, opts)
+	if cfg.LogFormat == config.LogText {
+		h = slog.NewTextHandler(w, opts)
+	}
+	return slog.New(reqlog.NewHandler(h))
 }
 
 // versionCmd is `server version`: the version this binary was built as.

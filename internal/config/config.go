@@ -93,6 +93,14 @@ type Config struct {
 	// limit is the operator's; otherwise it is MemoryBound.
 	MemoryLimitSet bool
 
+	// LogFormat is how log lines are written (LOG_FORMAT): LogJSON, or
+	// LogText for a person at a terminal. MailTemplatesDir
+	// (MAIL_TEMPLATES_DIR) holds templates that replace built-in ones, and
+	// MailTemplates are the templates in force, read and checked by Load.
+	LogFormat        LogFormat
+	MailTemplatesDir string
+	MailTemplates    *mail.Templates
+
 	// Warnings are what start-up logs about values it accepts but should
 	// not have to (a short secret).
 	Warnings []Warning
@@ -211,6 +219,7 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if err := c.LogLevel.UnmarshalText([]byte(l.str("LOG_LEVEL", "info"))); err != nil {
 		l.fail("LOG_LEVEL", "must be debug, info, warn or error")
 	}
+	c.loadOutput(&l, strings.TrimSpace(getenv(DevEnv)) == "1")
 	dev := strings.TrimSpace(getenv(DevEnv)) == "1"
 	for _, s := range specs {
 		p := Provider{Secrets: l.list(s.Secret.Name), Vars: map[string]string{}}
@@ -640,6 +649,8 @@ func (c Config) LogValue() slog.Value {
 		slog.String("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String()),
 		slog.Int("DB_MAX_CONNS", int(c.DBMaxConns)),
 		slog.String("LOG_LEVEL", c.LogLevel.String()),
+		slog.String("LOG_FORMAT", string(c.LogFormat)),
+		slog.String("MAIL_TEMPLATES_DIR", c.MailTemplatesDir),
 	)
 	return slog.GroupValue(attrs...)
 }

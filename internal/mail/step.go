@@ -71,6 +71,9 @@ type Kind struct {
 	Sender Sender // nil: no way to send mail in this process
 	From   string // MAIL_FROM, stamped on steps when they are planned
 	Domain string // the right-hand side of Message-IDs, stamped likewise
+	// Templates are those the emails are rendered with (MAIL_TEMPLATES_DIR);
+	// nil: the built-in ones.
+	Templates *Templates
 }
 
 // Prepare implements webhooks.StepKind: the sender and the Message-ID's
@@ -139,7 +142,7 @@ func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) erro
 }
 
 func (k Kind) run(ctx context.Context, key string, e Email) error {
-	subject, text, html, err := Render(e.Template, e.data())
+	subject, text, html, err := k.Templates.Render(e.Template, e.data())
 	if err != nil {
 		return &invalidError{msg: fmt.Sprintf("render %s: %v", e.Template, err)}
 	}

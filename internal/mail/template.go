@@ -2,24 +2,37 @@ package mail
 
 import (
 	"embed"
+	"errors"
 	"fmt"
 	htmltemplate "html/template"
 	"io/fs"
+	"maps"
 	"math"
+	"os"
 	"path"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	texttemplate "text/template"
 	"text/template/parse"
 )
 
-// The templates: for every name, templates/<name>.txt.tmpl (text/template,
-// which also defines the "subject" block) and templates/<name>.html.tmpl
-// (html/template).
+// The built-in templates: for every name, templates/<name>.txt.tmpl
+// (text/template, which also defines the "subject" block) and
+// templates/<name>.html.tmpl (html/template).
 //
 //go:embed templates/*.tmpl
 var templateFS embed.FS
+
+// Templates is a set of email templates by name, each a plain-text part
+// with its subject and an HTML part. A nil *Templates is the built-in set.
+type Templates struct {
+	byName   map[string]*mailTemplate
+	replaced []string // the files of MAIL_TEMPLATES_DIR in force, sorted
+}
 
 type mailTemplate struct {
 	text *texttemplate.Template
@@ -27,50 +40,186 @@ type mailTemplate struct {
 	keys []string // top-level fields the templates refer to
 }
 
-var templates = mustLoadTemplates()
+var builtin = mustLoadBuiltin()
 
 // funcs are the functions available to every template.
 var funcs = map[string]any{"money": money}
 
-func mustLoadTemplates() map[string]*mailTemplate {
+func mustLoadBuiltin() *Templates {
 	files, err := fs.Glob(templateFS, "templates/*.txt.tmpl")
 	if err != nil {
 		panic(err)
 	}
-	out := make(map[string]*mailTemplate, len(files))
+	ts := &Templates{byName: make(map[string]*mailTemplate, len(files))}
 	for _, f := range files {
-		name := strings.TrimSuffix(path.Base(f), ".txt.tmpl")
-		htmlFile := "templates/" + name + ".html.tmpl"
-		t := &mailTemplate{
-			text: texttemplate.Must(texttemplate.New(path.Base(f)).
-				Funcs(funcs).Option("missingkey=zero").ParseFS(templateFS, f)),
-			html: htmltemplate.Must(htmltemplate.New(path.Base(htmlFile)).
-				Funcs(funcs).Option("missingkey=zero").ParseFS(templateFS, htmlFile)),
+		name := strings.TrimSuffix(path.Base(f), textSuffix)
+		text, err := parseText(name+textSuffix, mustRead(f))
+		if err != nil {
+			panic("mail: built-in " + err.Error())
 		}
-		if t.text.Lookup("subject") == nil {
-			panic("mail: template " + f + " has no \"subject\" block")
+		html, err := parseHTML(name+htmlSuffix, mustRead("templates/"+name+htmlSuffix))
+		if err != nil {
+			panic("mail: built-in " + err.Error())
 		}
-		keys := map[string]bool{}
-		for _, tt := range t.text.Templates() {
-			fieldNames(tt.Root, keys)
-		}
-		for _, ht := range t.html.Templates() {
-			fieldNames(ht.Tree.Root, keys)
-		}
-		for k := range keys {
-			t.keys = append(t.keys, k)
-		}
-		out[name] = t
+		ts.byName[name] = newTemplate(text, html)
 	}
-	return out
+	return ts
+}
+
+func mustRead(name string) []byte {
+	b, err := templateFS.ReadFile(name)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// The suffixes of a template's two files.
+const (
+	textSuffix = ".txt.tmpl"
+	htmlSuffix = ".html.tmpl"
+)
+
+func parseText(file string, src []byte) (*texttemplate.Template, error) {
+	t, err := texttemplate.New(file).Funcs(funcs).Option("missingkey=zero").Parse(string(src))
+	if err != nil {
+		return nil, err
+	}
+	if t.Lookup("subject") == nil {
+		return nil, fmt.Errorf("template %s has no \"subject\" block ({{define \"subject\"}}…{{end}})", file)
+	}
+	return t, nil
+}
+
+func parseHTML(file string, src []byte) (*htmltemplate.Template, error) {
+	return htmltemplate.New(file).Funcs(funcs).Option("missingkey=zero").Parse(string(src))
+}
+
+func newTemplate(text *texttemplate.Template, html *htmltemplate.Template) *mailTemplate {
+	t := &mailTemplate{text: text, html: html}
+	keys := map[string]bool{}
+	for _, tt := range text.Templates() {
+		fieldNames(tt.Root, keys)
+	}
+	for _, ht := range html.Templates() {
+		fieldNames(ht.Tree.Root, keys)
+	}
+	for k := range keys {
+		t.keys = append(t.keys, k)
+	}
+	sort.Strings(t.keys)
+	return t
+}
+
+// Builtin returns the built-in templates.
+func Builtin() *Templates { return builtin }
+
+// LoadTemplates returns the built-in templates with the files of dir
+// (MAIL_TEMPLATES_DIR) in their place: <name>.txt.tmpl replaces the
+// plain-text part and subject of the built-in template <name> (it must
+// define "subject"), <name>.html.tmpl its HTML part; either may come
+// without the other. Files that do not end in .tmpl, and directories, are
+// ignored. A .tmpl file named after no built-in template, one that does not
+// parse, and one that fails to render with empty data are errors naming
+// the file, all reported at once.
+func LoadTemplates(dir string) (*Templates, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	ts := &Templates{byName: maps.Clone(builtin.byName)}
+	var errs []error
+	for _, e := range entries {
+		file := e.Name()
+		if e.IsDir() || !strings.HasSuffix(file, ".tmpl") {
+			continue
+		}
+		full := filepath.Join(dir, file)
+		name, isText := strings.CutSuffix(file, textSuffix)
+		if !isText {
+			name = strings.TrimSuffix(file, htmlSuffix)
+		}
+		old, ok := ts.byName[name]
+		if !ok || (!isText && !strings.HasSuffix(file, htmlSuffix)) {
+			errs = append(errs, fmt.Errorf("%s: not the name of a built-in template (<name>%s or <name>%s, <name> one of %s)",
+				full, textSuffix, htmlSuffix, strings.Join(builtin.Names(), ", ")))
+			continue
+		}
+		src, err := os.ReadFile(full)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if isText {
+			text, err := parseText(file, src)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", full, err))
+				continue
+			}
+			ts.byName[name] = newTemplate(text, old.html)
+		} else {
+			html, err := parseHTML(file, src)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", full, err))
+				continue
+			}
+			ts.byName[name] = newTemplate(old.text, html)
+		}
+		ts.replaced = append(ts.replaced, file)
+		if _, _, _, err := ts.Render(name, nil); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", full, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	sort.Strings(ts.replaced)
+	return ts, nil
+}
+
+// Names returns the names of the templates, sorted.
+func (ts *Templates) Names() []string {
+	if ts == nil {
+		ts = builtin
+	}
+	return slices.Sorted(maps.Keys(ts.byName))
+}
+
+// Fields returns the top-level fields (.Name) the named template refers
+// to, sorted, or nil for an unknown name.
+func (ts *Templates) Fields(name string) []string {
+	if ts == nil {
+		ts = builtin
+	}
+	if t, ok := ts.byName[name]; ok {
+		return slices.Clone(t.keys)
+	}
+	return nil
+}
+
+// Replaced returns the files of MAIL_TEMPLATES_DIR that replace built-in
+// templates, sorted; none for the built-in set.
+func (ts *Templates) Replaced() []string {
+	if ts == nil {
+		return nil
+	}
+	return slices.Clone(ts.replaced)
+}
+
+// Render renders the named built-in template (see Templates.Render).
+func Render(name string, data map[string]any) (subject, text, html string, err error) {
+	return builtin.Render(name, data)
 }
 
 // Render renders the named template (e.g. "order_confirmation") with data and
 // returns the subject (whitespace collapsed to single spaces), the plain-text
 // body and the HTML body. Keys the templates use but data lacks (or holds as
 // nil) render as empty. An unknown name is an error.
-func Render(name string, data map[string]any) (subject, text, html string, err error) {
-	t, ok := templates[name]
+func (ts *Templates) Render(name string, data map[string]any) (subject, text, html string, err error) {
+	if ts == nil {
+		ts = builtin
+	}
+	t, ok := ts.byName[name]
 	if !ok {
 		return "", "", "", fmt.Errorf("mail: unknown template %q", name)
 	}

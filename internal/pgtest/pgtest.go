@@ -76,11 +76,13 @@ var templateCache struct {
 }
 
 // Main runs the tests of a package against a PostgreSQL server and exits
-// with their result. Call it from TestMain. It never skips: without
+// with their result; once they pass and the server is stopped, a goroutine
+// still running fails them (goleak, see LeakOptions). Call it from
+// TestMain. It never skips: without
 // TEST_DATABASE_URL and without PostgreSQL binaries to start a server of
 // its own, it prints what to install and exits 1.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(checkLeaks(run(m)))
 }
 
 func run(m *testing.M) int {
@@ -180,7 +182,7 @@ func NewDB(tb testing.TB) string {
 		tb.Fatalf("pgtest: %v", err)
 	}
 	name := "t_" + randomHex(8)
-	if err := execSQL(ctx, admin, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(tmpl)); err != nil {
+	if err := execSQL(ctx, admin, createFromTemplate(ctx, admin, name, tmpl)); err != nil {
 		tb.Fatalf("pgtest: create database %s: %v", name, err)
 	}
 	tb.Cleanup(func() { dropDB(tb, admin, name) })

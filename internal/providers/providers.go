@@ -74,7 +74,7 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 		client.Key = cfg.FulfillmentKey
 	}
 	return webhooks.StepKinds{
-		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain()},
+		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain(), Templates: cfg.MailTemplates},
 		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
 		// Operator alerts (internal/alerts): email goes through the same sender.
 		alerts.KindWebhook: alerts.WebhookKind{URL: cfg.AlertWebhookURL},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -29,8 +31,9 @@ const ServiceName = "paywebhooks-receiver"
 type Settings struct {
 	On       bool   // tracing is configured
 	Why      string // why it is on or off, for the start-up log
-	Protocol string // http/protobuf (the default), http/json or grpc
-	Endpoint string // where spans go, without credentials
+	Protocol string // http/protobuf (the default), http/json or grpc; "" for the console
+	Endpoint string // where spans go, without credentials ("stdout" for the console)
+	Console  bool   // OTEL_TRACES_EXPORTER=console: spans written to stdout as JSON lines
 	Sampler  sdktrace.Sampler
 }
 
@@ -38,8 +41,10 @@ type Settings struct {
 // the receiver itself interprets. Tracing is on when
 //
 //   - OTEL_SDK_DISABLED is not "true", and
+//   - OTEL_TRACES_EXPORTER is "console" (spans are written to standard
+//     output, one JSON object a line: for development), or
 //   - OTEL_TRACES_EXPORTER is unset or "otlp" (it may be "none": off), and
-//   - OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT is
 //     set, or OTEL_TRACES_EXPORTER is "otlp" (then the specification's
 //     default, http://localhost:4318, or localhost:4317 for gRPC).
 //
@@ -56,11 +61,11 @@ func Read(getenv func(string) string) (Settings, error) {
 	var errs []error
 	exporter := strings.ToLower(get("OTEL_TRACES_EXPORTER"))
 	switch exporter {
-	case "", "otlp":
+	case "", "otlp", "console":
 	case "none":
 		return Settings{Why: "OTEL_TRACES_EXPORTER=none"}, nil
 	default:
-		errs = append(errs, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: the receiver exports traces with otlp (or none)", exporter))
+		errs = append(errs, fmt.Errorf("OTEL_TRACES_EXPORTER=%q: the receiver exports traces with otlp, console (or none)", exporter))
 	}
 	protocol := get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
 	if protocol == "" {
@@ -81,6 +86,9 @@ func Read(getenv func(string) string) (Settings, error) {
 		return Settings{}, err
 	}
 
+	if exporter == "console" {
+		return Settings{On: true, Why: "OTEL_TRACES_EXPORTER=console", Endpoint: "stdout", Console: true, Sampler: sampler}, nil
+	}
 	s := Settings{Protocol: protocol, Sampler: sampler}
 	grpc := protocol == "grpc"
 	switch traces, base := get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), get("OTEL_EXPORTER_OTLP_ENDPOINT"); {
@@ -102,7 +110,8 @@ func Read(getenv func(string) string) (Settings, error) {
 }
 
 // Setup turns tracing on when the process environment configures it (see
-// Read): spans are batched and sent with OTLP, configured by the
+// Read): spans are written to standard output as they end
+// (OTEL_TRACES_EXPORTER=console), or batched and sent with OTLP, configured by the
 // exporter's own OTEL_EXPORTER_OTLP_* variables (endpoint, headers,
 // timeout, compression, certificates, insecure) and OTEL_BSP_*; the resource is
 // service.name (OTEL_SERVICE_NAME, default ServiceName), the service's
@@ -115,7 +124,12 @@ func Read(getenv func(string) string) (Settings, error) {
 // provider as it is (a no-op unless a test installed a recorder) and a
 // shutdown that does nothing.
 func Setup(ctx context.Context, log *slog.Logger) (trace.TracerProvider, func(context.Context) error, error) {
-	s, err := Read(os.Getenv)
+	return setup(ctx, log, os.Getenv, os.Stdout)
+}
+
+// setup is Setup reading getenv, the console exporter writing to stdout.
+func setup(ctx context.Context, log *slog.Logger, getenv func(string) string, stdout io.Writer) (trace.TracerProvider, func(context.Context) error, error) {
+	s, err := Read(getenv)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -124,13 +138,22 @@ func Setup(ctx context.Context, log *slog.Logger) (trace.TracerProvider, func(co
 		return otel.GetTracerProvider(), func(context.Context) error { return nil }, nil
 	}
 	var exp sdktrace.SpanExporter
-	if s.Protocol == "grpc" {
+	switch {
+	case s.Console:
+		exp, err = stdouttrace.New(stdouttrace.WithWriter(stdout))
+	case s.Protocol == "grpc":
 		exp, err = otlptracegrpc.New(ctx)
-	} else {
+	default:
 		exp, err = otlptracehttp.New(ctx)
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("OTLP exporter: %w", err)
+		return nil, nil, fmt.Errorf("trace exporter: %w", err)
+	}
+	// The console's reader is a person waiting for the span: each is
+	// written as it ends, not with a batch seconds later.
+	processor := sdktrace.WithBatcher(exp)
+	if s.Console {
+		processor = sdktrace.WithSyncer(exp)
 	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName(ServiceName), semconv.ServiceVersion(version())),
@@ -138,8 +161,8 @@ func Setup(ctx context.Context, log *slog.Logger) (trace.TracerProvider, func(co
 	if err != nil && res == nil {
 		return nil, nil, fmt.Errorf("trace resource: %w", err)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
-		sdktrace.WithSampler(s.Sampler), sdktrace.WithRawSpanLimits(SpanLimits(os.Getenv)))
+	tp := sdktrace.NewTracerProvider(processor, sdktrace.WithResource(res),
+		sdktrace.WithSampler(s.Sampler), sdktrace.WithRawSpanLimits(SpanLimits(getenv)))
 	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Warn("tracing", "error", err) }))
 	restore := Install(tp)
 	log.Info("tracing on", "why", s.Why, "protocol", s.Protocol, "endpoint", s.Endpoint, "sampler", s.Sampler.Description())

@@ -208,7 +208,7 @@ func (d *delivery) reject(ctx context.Context, status int, reason string, err er
 	telemetry.Annotate(ctx, telemetry.AttrOutcome.String("rejected"), telemetry.AttrRejection.String(reason))
 	d.answer(status, response{Outcome: "rejected", Reason: reason})
 	d.h.log.WarnContext(ctx, "delivery rejected", "status", status, "reason", reason, "error", errText(err),
-		"duration_ms", time.Since(d.start).Milliseconds())
+		"duration_ms", time.Since(d.start).Milliseconds(), d.spec.hintAttr(err))
 }
 
 func (d *delivery) answer(status int, r response) {

@@ -48,6 +48,12 @@ type Spec struct {
 	// provider's configuration (a setting left to a default that acts on
 	// more than the operator may mean). Optional.
 	Warnings func(Settings) []string
+	// WrongSecretHint, when set, is logged with a delivery refused because
+	// its signature matches no configured secret although the timestamp it
+	// signs is fresh (RejectError.Timestamp SignedFresh): the mark of a
+	// sender that signs with a secret this receiver does not hold, such as
+	// a developer's `stripe listen`. It says which secret to use instead.
+	WrongSecretHint string
 	// Sign returns the headers of a delivery signed as the sender signs it:
 	// its signature, what the sender signs beside the body (Standard
 	// Webhooks' webhook-id and webhook-timestamp), and the sender's

@@ -91,6 +91,8 @@ var Spec = webhooks.Spec{
 		}
 		return New(s.Secrets, tol), nil
 	},
+	WrongSecretHint: "the signature does not match any configured secret although it was signed just now: " +
+		"use the secret key of the notification destination that sends here (Paddle > Developer tools > Notifications)",
 	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":  {"application/json"},

@@ -101,6 +101,8 @@ var Spec = webhooks.Spec{
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		return New(s.Secrets), nil
 	},
+	WrongSecretHint: "the signature does not match any configured secret although it was signed just now: " +
+		"use the secret of the webhook endpoint that sends here (Polar > Settings > Webhooks), as shown",
 	Sign:    sign,
 	Example: example,
 }

@@ -38,8 +38,10 @@ var Spec = webhooks.Spec{
 		List:      true,
 		Secret:    true,
 		DevPrefix: "whsec_dev_",
-		DevHint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: " +
-			"print it with `stripe listen --print-secret` and set STRIPE_WEBHOOK_SECRET to it.",
+		DevHint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: run\n" +
+			"    STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run\n" +
+			"  and, in another terminal,\n" +
+			"    stripe listen --forward-to localhost:8080/webhooks/stripe",
 		Check: func(v string) error {
 			if !strings.HasPrefix(v, "whsec_") {
 				return errors.New("does not start with whsec_ (use the endpoint's signing secret, or `stripe listen --print-secret`)")
@@ -69,6 +71,9 @@ var Spec = webhooks.Spec{
 		_, warnings, _ := FilterOf(s.Env)
 		return warnings
 	},
+	WrongSecretHint: "the signature does not match any configured secret although it was signed just now: " +
+		"if this is `stripe listen`, use the secret `stripe listen --print-secret` prints; " +
+		"otherwise the signing secret of the endpoint that sends here (Dashboard > Developers > Webhooks)",
 	Sign: func(in webhooks.SignInput) http.Header {
 		return http.Header{
 			"Content-Type":     {"application/json; charset=utf-8"},

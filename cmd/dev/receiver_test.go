@@ -1,0 +1,201 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/standardwebhooks"
+)
+
+// TestReceiverSetUp runs dev -receiver as make run does, with a command
+// that checks what the receiver would get (TestHelperReceiver): the console
+// on 127.0.0.1:8081 with the token kept in the secrets file, and a
+// fulfillment API that answers the receiver's client and records the call.
+// dev prints the console's URL and token, the fulfillment API, the routes
+// and the Stripe CLI recipe; a second run keeps the token.
+func TestReceiverSetUp(t *testing.T) {
+	skipShort(t)
+	dir := t.TempDir()
+	secrets, calls := filepath.Join(dir, "dev-secrets.env"), filepath.Join(dir, "fulfillment.log")
+	t.Setenv(helperEnv, "receiver")
+	t.Setenv("DEV_TEST_SECRETS", secrets)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	noEnv := func(string) string { return "" }
+	devRun := func() string {
+		t.Helper()
+		var stdout, stderr syncBuffer // the fulfillment API prints to stderr while the command writes
+		args := []string{"-temp", "-receiver", "-secrets-file", secrets, "-fulfillment-log", calls, "--",
+			os.Args[0], "-test.run=^TestHelperReceiver$"}
+		if err := run(ctx, args, noEnv, &stdout, &stderr); err != nil {
+			t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+		}
+		if !strings.Contains(stdout.String(), "helper: ok") {
+			t.Fatalf("the command did not report success:\n%s\n%s", &stdout, &stderr)
+		}
+		return stderr.String()
+	}
+	printed := devRun()
+	kept, err := readEnvFile(secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := kept["ADMIN_TOKEN"]
+	if len(token) < 32 {
+		t.Fatalf("ADMIN_TOKEN kept %q, want a long random token", token)
+	}
+	for _, want := range []string{
+		"Console: http://127.0.0.1:8081/ (sign in with " + token,
+		"Fulfillment API: FULFILLMENT_URL=http://127.0.0.1:",
+		"fulfillment API: 201 order 42 (stripe cs_test_42, 2500 eur), Idempotency-Key dev-test-key, signature verified",
+		"Webhook routes: http://localhost:8080/webhooks/stripe",
+		"stripe listen --forward-to localhost:8080/webhooks/stripe",
+		"STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run",
+		`eval "$(bin/dev env)"`,
+	} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("dev did not print %q:\n%s", want, printed)
+		}
+	}
+	if got := readCalls(t, calls); len(got) != 1 || got[0].Status != 201 || got[0].IdempotencyKey != "dev-test-key" {
+		t.Errorf("calls recorded: %+v", got)
+	}
+
+	if again := devRun(); !strings.Contains(again, "sign in with "+token) {
+		t.Errorf("the second run has another token:\n%s", again)
+	}
+}
+
+// TestHelperReceiver is the command TestReceiverSetUp has dev run.
+func TestHelperReceiver(t *testing.T) {
+	if os.Getenv(helperEnv) != "receiver" {
+		t.Skip("run by TestReceiverSetUp")
+	}
+	kept, err := readEnvFile(os.Getenv("DEV_TEST_SECRETS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := os.Getenv("ADMIN_ADDR"); got != "127.0.0.1:8081" {
+		t.Errorf("ADMIN_ADDR = %q, want the loopback console", got)
+	}
+	if got := os.Getenv("ADMIN_TOKEN"); got == "" || got != kept["ADMIN_TOKEN"] {
+		t.Errorf("ADMIN_TOKEN = %q, want the one kept: %q", got, kept["ADMIN_TOKEN"])
+	}
+	if got := os.Getenv("STRIPE_WEBHOOK_SECRET"); !strings.HasPrefix(got, "whsec_dev_") || got != kept["STRIPE_WEBHOOK_SECRET"] {
+		t.Errorf("STRIPE_WEBHOOK_SECRET = %q, want the development one kept", got)
+	}
+	if got := os.Getenv(config.DevEnv); got != "1" {
+		t.Errorf("%s = %q", config.DevEnv, got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	key, err := standardwebhooks.ParseSecret(os.Getenv("FULFILLMENT_SECRET"))
+	if err != nil || os.Getenv("FULFILLMENT_SECRET") != kept["FULFILLMENT_SECRET"] {
+		t.Fatalf("FULFILLMENT_SECRET = %q (%v), want the one kept", os.Getenv("FULFILLMENT_SECRET"), err)
+	}
+	order := fulfillment.Request{OrderID: 42, Source: "stripe", ExternalID: "cs_test_42", AmountCents: 2500, Currency: "eur"}
+	client := fulfillment.New(os.Getenv("FULFILLMENT_URL"))
+	client.Key = key // as the receiver signs with FULFILLMENT_SECRET
+	if err := client.Fulfill(ctx, "dev-test-key", order); err != nil {
+		t.Errorf("the fulfillment API at FULFILLMENT_URL=%q: %v", os.Getenv("FULFILLMENT_URL"), err)
+	}
+	if !t.Failed() {
+		fmt.Println("helper: ok")
+	}
+}
+
+// TestEnvAndAttach: while one dev runs a server in a data directory (make
+// run), `dev env` prints the exports of its DATABASE_URL, password
+// included, and of the development secrets, and another dev runs its
+// command against that server and leaves it running
+// (TestHelperAttach). Once the first dev has stopped, `dev env` says
+// nothing runs.
+func TestEnvAndAttach(t *testing.T) {
+	skipShort(t)
+	// Not t.TempDir: as root, the server runs as postgres, which must
+	// reach the directory (see pglocal.Options.Dir).
+	dir, err := os.MkdirTemp("", "pgenv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir); os.Remove(dir + ".log") })
+	secrets := filepath.Join(t.TempDir(), "dev-secrets.env")
+	if err := writeEnvFile(secrets, map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_dev_it's", "ADMIN_TOKEN": "tok"}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(helperEnv, "attach")
+	t.Setenv("DEV_TEST_DIR", dir)
+	t.Setenv("DEV_TEST_SECRETS", secrets)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	noEnv := func(string) string { return "" }
+	err = run(ctx, []string{"-dir", dir, "--", os.Args[0], "-test.run=^TestHelperAttach$", "-test.v"}, noEnv, &stdout, &stderr)
+	if err != nil || !strings.Contains(stdout.String(), "helper: ok") {
+		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+
+	var out, errOut bytes.Buffer
+	err = run(ctx, []string{"env", "-dir", dir}, noEnv, &out, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "no development PostgreSQL is running in "+dir) || out.Len() != 0 {
+		t.Errorf("dev env with nothing running: %v, printed %q", err, out.String())
+	}
+}
+
+// TestHelperAttach is the command TestEnvAndAttach has dev run.
+func TestHelperAttach(t *testing.T) {
+	if os.Getenv(helperEnv) != "attach" {
+		t.Skip("run by TestEnvAndAttach")
+	}
+	dir, secrets := os.Getenv("DEV_TEST_DIR"), os.Getenv("DEV_TEST_SECRETS")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	noEnv := func(string) string { return "" }
+
+	var out, errOut bytes.Buffer
+	if err := run(ctx, []string{"env", "-dir", dir, "-secrets-file", secrets}, noEnv, &out, &errOut); err != nil {
+		t.Fatalf("dev env: %v\n%s", err, &errOut)
+	}
+	// What `eval "$(bin/dev env)"` does, by a shell.
+	var sh bytes.Buffer
+	cmd := exec.Command("sh", "-c", `eval "$(cat)"; printf '%s\n%s\n%s\n' "$DATABASE_URL" "$STRIPE_WEBHOOK_SECRET" "$ADMIN_TOKEN"`)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(out.Bytes()), &sh, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sh: %v", err)
+	}
+	got := strings.Split(strings.TrimSpace(sh.String()), "\n")
+	if len(got) != 3 || got[0] != os.Getenv("DATABASE_URL") || got[1] != "whsec_dev_it's" || got[2] != "tok" {
+		t.Fatalf("dev env printed\n%s\nwhich a shell reads as %q; want DATABASE_URL %q and the kept secrets", &out, got, os.Getenv("DATABASE_URL"))
+	}
+	ping := func(what string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, got[0])
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		conn.Close(ctx)
+	}
+	ping("DATABASE_URL of dev env")
+
+	out.Reset()
+	errOut.Reset()
+	if err := run(ctx, []string{"-dir", dir, "--", "sh", "-c", `test "$DATABASE_URL" = "$0"`, got[0]}, noEnv, &out, &errOut); err != nil {
+		t.Fatalf("a second dev in the same directory: %v\n%s", err, &errOut)
+	}
+	if !strings.Contains(errOut.String(), "already running") {
+		t.Errorf("the second dev did not say it used the running server:\n%s", &errOut)
+	}
+	ping("after the second dev exited")
+	fmt.Println("helper: ok")
+}
