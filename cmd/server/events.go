@@ -221,7 +221,7 @@ func eventsShow(ctx context.Context, getenv func(string) string, specs []webhook
 	fmt.Fprintln(tw, "  KEY\tSTATUS\tATTEMPTS\tCLAIMED\tCOMPLETED\tNEXT ATTEMPT\tLAST ERROR / REASON")
 	for _, c := range d.Claims {
 		next := "-" // only a step waiting for a retry has a next attempt
-		if c.Status == string(webhooks.StatusInProgress) {
+		if c.Status == string(webhooks.ClaimInProgress) {
 			next = ts(c.NextAttemptAt, "-")
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%d\t%s\t%s\t%s\t%s\n", c.Key, c.Status, c.Attempts, ts(c.ClaimedAt, "given back"),

@@ -281,7 +281,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Claims = c.claimViews(d.Claims)
 	v.Replay = d.State != webhooks.StateDone || slices.ContainsFunc(d.Claims, func(cl ops.Claim) bool {
-		return cl.Status == string(webhooks.StatusSkipped)
+		return cl.Status == string(webhooks.ClaimSkipped)
 	})
 	v.Resolve = d.State == webhooks.StateParked
 	if wantsJSON(r) {
@@ -299,7 +299,7 @@ func (c *Console) claimViews(claims []ops.Claim) []claimView {
 			cl.Refs = c.cfg.Kinds.Refs(cl.StepKind, cl.Key, cl.Payload)
 		}
 		out[i] = claimView{Claim: cl}
-		if cl.Kind == "step" && cl.Status == string(webhooks.StatusInProgress) {
+		if cl.Kind == "step" && cl.Status == string(webhooks.ClaimInProgress) {
 			out[i].CanRun = true
 			out[i].LeaseFresh = cl.ClaimedAt != nil && now.Sub(*cl.ClaimedAt) < c.cfg.Lease
 		}

@@ -67,21 +67,21 @@ func PreviewReplay(ctx context.Context, q webhooks.Querier, runnable Runnable, p
 	p.NoProvider = !ok
 	for _, c := range d.Claims {
 		status := webhooks.ClaimStatus(c.Status)
-		if status == webhooks.StatusResolved {
+		if status == webhooks.ClaimResolved {
 			// Parked again before the replay (reopenResolved).
 			p.Unresolve = true
 			if c.Kind == "step" || d.Outcome == string(webhooks.OutcomeParked) {
-				status, c.Status = webhooks.StatusParked, string(webhooks.StatusParked)
+				status, c.Status = webhooks.ClaimParked, string(webhooks.ClaimParked)
 			} else {
-				status, c.Status = webhooks.StatusDone, string(webhooks.StatusDone)
+				status, c.Status = webhooks.ClaimDone, string(webhooks.ClaimDone)
 			}
 		}
 		switch {
 		case c.Kind == "event":
-			p.Reclaim = status == webhooks.StatusParked
-		case status == webhooks.StatusDone:
+			p.Reclaim = status == webhooks.ClaimParked
+		case status == webhooks.ClaimDone:
 			p.Done = append(p.Done, c)
-		case status == webhooks.StatusInProgress:
+		case status == webhooks.ClaimInProgress:
 			p.Run = append(p.Run, c)
 		default: // parked or skipped
 			if why := runnable(c.StepKind, c.Payload); why != "" {

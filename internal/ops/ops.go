@@ -386,13 +386,13 @@ ORDER BY kind, event_key`, d.Key)
 		if c.Kind == "event" {
 			d.Body = body
 			switch {
-			case c.Status == string(webhooks.StatusParked) || c.Status == string(webhooks.StatusResolved) && c.LastError != "":
+			case c.Status == string(webhooks.ClaimParked) || c.Status == string(webhooks.ClaimResolved) && c.LastError != "":
 				d.Error = c.LastError
 			case d.Outcome == string(webhooks.OutcomeIgnored):
 				d.Reason = c.LastError
 			}
 			if resolvedAt != nil {
-				res.At, res.Reopened = *resolvedAt, c.Status != string(webhooks.StatusResolved)
+				res.At, res.Reopened = *resolvedAt, c.Status != string(webhooks.ClaimResolved)
 				d.Resolution = &res
 			}
 		}
@@ -441,7 +441,7 @@ ORDER BY step_key, attempt`
 // worker died before recording it (or made before attempts were recorded).
 // A step skipped when it was planned made no attempt.
 func fillHistory(c Claim, recorded []Attempt) []Attempt {
-	if len(recorded) == 0 && c.Status == string(webhooks.StatusSkipped) {
+	if len(recorded) == 0 && c.Status == string(webhooks.ClaimSkipped) {
 		return nil
 	}
 	byN := make(map[int64]Attempt, len(recorded))
@@ -453,7 +453,7 @@ func fillHistory(c Claim, recorded []Attempt) []Attempt {
 		a, ok := byN[n]
 		switch {
 		case ok:
-		case n == c.ClaimToken && c.Status == string(webhooks.StatusInProgress) && c.ClaimedAt != nil:
+		case n == c.ClaimToken && c.Status == string(webhooks.ClaimInProgress) && c.ClaimedAt != nil:
 			a = Attempt{N: n, Outcome: "running", StartedAt: c.ClaimedAt}
 		default:
 			a = Attempt{N: n, Outcome: "unrecorded"}

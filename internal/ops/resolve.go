@@ -57,9 +57,9 @@ func PreviewResolve(ctx context.Context, q webhooks.Querier, key string) (Resolv
 	p := ResolvePreview{Event: d}
 	for _, c := range d.Claims {
 		switch webhooks.ClaimStatus(c.Status) {
-		case webhooks.StatusParked:
+		case webhooks.ClaimParked:
 			p.Close = append(p.Close, c)
-		case webhooks.StatusInProgress:
+		case webhooks.ClaimInProgress:
 			p.Open = append(p.Open, c)
 		}
 	}

@@ -261,14 +261,14 @@ func takeStep(ctx context.Context, q Querier, key string, lease time.Duration) (
 // completeStep marks the step done, if the claim is still ours, and
 // records the attempt.
 func completeStep(ctx context.Context, q Querier, ls leasedStep, at attempt) error {
-	return finishStep(ctx, q, ls, StatusDone, "", at)
+	return finishStep(ctx, q, ls, ClaimDone, "", at)
 }
 
 // skipStep records that the step cannot run (why), if the claim is still
 // ours, and the attempt. A skipped step is final until an operator replays
 // it.
 func skipStep(ctx context.Context, q Querier, ls leasedStep, why string, at attempt) error {
-	return finishStep(ctx, q, ls, StatusSkipped, why, at)
+	return finishStep(ctx, q, ls, ClaimSkipped, why, at)
 }
 
 // finishSQL moves a step held under claim_token $2 to done or skipped and,

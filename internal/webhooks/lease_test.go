@@ -380,7 +380,7 @@ func TestSlowWorkerCannotCompleteReclaimedStep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, ok, status, _ := webhooks.TakeStep(ctx, r.pool, key, time.Minute); ok || status != webhooks.StatusInProgress {
+	if _, ok, status, _ := webhooks.TakeStep(ctx, r.pool, key, time.Minute); ok || status != webhooks.ClaimInProgress {
 		t.Fatalf("a fresh lease was taken: ok=%v status=%s", ok, status)
 	}
 	expire("2 minutes") // the dead worker's lease runs out
@@ -407,7 +407,7 @@ func TestSlowWorkerCannotCompleteReclaimedStep(t *testing.T) {
 	}
 	// Even with its lease long expired, a done step is never taken back.
 	expire("1 hour")
-	if _, ok, status, _ := webhooks.TakeStep(ctx, r.pool, key, time.Minute); ok || status != webhooks.StatusDone {
+	if _, ok, status, _ := webhooks.TakeStep(ctx, r.pool, key, time.Minute); ok || status != webhooks.ClaimDone {
 		t.Fatalf("a done step was reclaimed: ok=%v status=%s", ok, status)
 	}
 }

@@ -73,7 +73,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-func (m *Metrics) stepOutcome(step string, outcome StepOutcome) {
+func (m *Metrics) stepOutcome(step string, outcome AttemptOutcome) {
 	m.Steps.WithLabelValues(step, string(outcome)).Inc()
 }
 

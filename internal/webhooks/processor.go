@@ -123,7 +123,7 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 		}
 	}
 	var plan Plan
-	status, outcome, lastError := StatusDone, OutcomeProcessed, ""
+	status, outcome, lastError := ClaimDone, OutcomeProcessed, ""
 	// A body that repeats a member name is kept (its claim carries it)
 	// and parked, never planned: what it says depends on which of the two
 	// a decoder keeps.
@@ -140,7 +140,7 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 			lastError = msg
 		}
 	case errors.Is(err, ErrUnprocessable), errors.Is(err, ErrRepeatedName):
-		status, outcome, lastError, plan = StatusParked, OutcomeParked, err.Error(), Plan{}
+		status, outcome, lastError, plan = ClaimParked, OutcomeParked, err.Error(), Plan{}
 	case err != nil:
 		p.log.ErrorContext(ctx, "event not planned", "error", err)
 		return Result{Outcome: OutcomeError, Err: err}
@@ -202,9 +202,9 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 		if err != nil {
 			return nil, false, claims, fmt.Errorf("prepare step %s of %s: %w", s.Name, ev.Key, err)
 		}
-		status, why := StatusInProgress, kind.Unconfigured()
+		status, why := ClaimInProgress, kind.Unconfigured()
 		if why != "" {
-			status = StatusSkipped
+			status = ClaimSkipped
 		}
 		// The payload goes as JSON text: a []byte is bytea to pgx, sent
 		// as "\x…" in the exec mode a transaction-mode pooler needs.
@@ -261,7 +261,7 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	}
 	for _, ls := range skipped {
 		p.log.WarnContext(ctx, "step skipped", "step", ls.Name, "reason", p.kinds[ls.Kind].Unconfigured())
-		p.metrics.stepOutcome(ls.Name, StepSkipped)
+		p.metrics.stepOutcome(ls.Name, AttemptSkipped)
 	}
 	return leased, true, claims, nil
 }
@@ -317,7 +317,7 @@ func (p *Processor) holder(ctx context.Context, hash []byte) (string, eventClaim
 // has run out.
 func (p *Processor) resume(ctx context.Context, ev Event, claims eventClaims) Result {
 	switch {
-	case claims.Status == StatusParked:
+	case claims.Status == ClaimParked:
 		return Result{Outcome: OutcomeParked}
 	case claims.Status == "":
 		// Not this key, but its body hash was claimed: the same signed
@@ -339,7 +339,7 @@ func (p *Processor) resume(ctx context.Context, ev Event, claims eventClaims) Re
 	}
 	var open []storedStep
 	for _, ss := range claims.Steps {
-		if ss.Status == StatusInProgress {
+		if ss.Status == ClaimInProgress {
 			open = append(open, ss)
 		}
 	}
@@ -364,7 +364,7 @@ func (p *Processor) resume(ctx context.Context, ev Event, claims eventClaims) Re
 				p.metrics.LeaseReclaims.Inc()
 			}
 			leased = append(leased, ls)
-		case st.Status == StatusInProgress:
+		case st.Status == ClaimInProgress:
 			conflict = max(conflict, p.retryAfter(st.ClaimedAt))
 		}
 		if err != nil {
@@ -470,7 +470,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 				return err
 			}
 			log.WarnContext(ctx, "step skipped", "reason", why)
-			p.stepOutcome(span, ls.Name, StepSkipped, nil)
+			p.stepOutcome(span, ls.Name, AttemptSkipped, nil)
 			return nil
 		}
 		sctx, cancel := context.WithTimeout(bg, p.opts.StepTimeout)
@@ -489,7 +489,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 			// took it: its holder completes it, and the Message-ID and
 			// Idempotency-Key let the receivers drop the duplicate.
 			log.WarnContext(ctx, "step done, but its lease was taken meanwhile; leaving it to the new holder")
-			p.stepOutcome(span, ls.Name, StepLeaseLost, nil)
+			p.stepOutcome(span, ls.Name, AttemptLeaseLost, nil)
 			return nil
 		case err != nil:
 			log.ErrorContext(ctx, "step done but not recorded; it will run again", "error", err)
@@ -497,7 +497,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 			return err
 		}
 		log.InfoContext(ctx, "step done", "duration", time.Since(start))
-		p.stepOutcome(span, ls.Name, StepDone, nil)
+		p.stepOutcome(span, ls.Name, AttemptDone, nil)
 		return nil
 	}
 
@@ -516,20 +516,20 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 		log.ErrorContext(ctx, "step failed and its lease could not be given back", "error", stepErr, "release_error", err)
 		telemetry.Failed(span, telemetry.ErrorClass(stepErr))
 		return fmt.Errorf("step %s: %w", ls.Key, stepErr)
-	case status == StatusParked:
+	case status == ClaimParked:
 		log.ErrorContext(ctx, "step parked for an operator", "error", stepErr, "permanent", perm)
-		p.stepOutcome(span, ls.Name, StepParked, stepErr)
+		p.stepOutcome(span, ls.Name, AttemptParked, stepErr)
 		return errStepParked
 	}
 	log.WarnContext(ctx, "step failed; lease given back", "error", stepErr)
-	p.stepOutcome(span, ls.Name, StepFailed, stepErr)
+	p.stepOutcome(span, ls.Name, AttemptFailed, stepErr)
 	return fmt.Errorf("step %s: %w", ls.Key, stepErr)
 }
 
 // stepOutcome counts what became of an attempt of a step and records it on
 // the attempt's span, with the class of its error (never the error's text,
 // which may quote an address).
-func (p *Processor) stepOutcome(span trace.Span, step string, o StepOutcome, cause error) {
+func (p *Processor) stepOutcome(span trace.Span, step string, o AttemptOutcome, cause error) {
 	p.metrics.stepOutcome(step, o)
 	if span.IsRecording() {
 		span.SetAttributes(telemetry.AttrStepOutcome.String(string(o)))

@@ -59,7 +59,7 @@ func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (res Re
 	}
 	var reopen []string
 	for _, s := range claims.Steps {
-		if (s.Status == StatusParked || s.Status == StatusSkipped) && p.Runnable(s.Kind, s.Payload) == "" {
+		if (s.Status == ClaimParked || s.Status == ClaimSkipped) && p.Runnable(s.Kind, s.Payload) == "" {
 			reopen = append(reopen, s.Key)
 		}
 	}

@@ -55,9 +55,9 @@ func (p *Processor) RunStandalone(ctx context.Context, source string, steps []St
 		if err != nil {
 			return nil, Result{}, fmt.Errorf("prepare standalone step %s: %w", s.Key, err)
 		}
-		status, why := StatusInProgress, kind.Unconfigured()
+		status, why := ClaimInProgress, kind.Unconfigured()
 		if why != "" {
-			status = StatusSkipped
+			status = ClaimSkipped
 		}
 		keys, names, kinds = append(keys, s.Key), append(names, s.Name), append(kinds, s.Kind)
 		payloads, statuses, whys = append(payloads, payload), append(statuses, string(status)), append(whys, why)
@@ -76,11 +76,11 @@ func (p *Processor) RunStandalone(ctx context.Context, source string, steps []St
 			return nil, Result{}, dbError("claim standalone steps", err)
 		}
 		claimed = append(claimed, ls.Key)
-		if status == StatusInProgress {
+		if status == ClaimInProgress {
 			leased = append(leased, ls)
 		} else {
 			p.log.WarnContext(ctx, "step skipped", "step", ls.Name, "step_key", ls.Key, "reason", p.kinds[ls.Kind].Unconfigured())
-			p.metrics.stepOutcome(ls.Name, StepSkipped)
+			p.metrics.stepOutcome(ls.Name, AttemptSkipped)
 		}
 	}
 	if err := rows.Err(); err != nil {

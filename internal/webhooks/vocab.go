@@ -9,22 +9,22 @@ package webhooks
 type ClaimStatus string
 
 const (
-	// StatusInProgress: a step whose lease is held, ran out or was given back.
-	StatusInProgress ClaimStatus = "in_progress"
-	// StatusDone: the event's transaction committed, or the step finished.
-	StatusDone ClaimStatus = "done"
-	// StatusParked: waits for an operator (a step failed for good or ran out
+	// ClaimInProgress: a step whose lease is held, ran out or was given back.
+	ClaimInProgress ClaimStatus = "in_progress"
+	// ClaimDone: the event's transaction committed, or the step finished.
+	ClaimDone ClaimStatus = "done"
+	// ClaimParked: waits for an operator (a step failed for good or ran out
 	// of attempts; an event's fields could not be read).
-	StatusParked ClaimStatus = "parked"
-	// StatusSkipped: a step that could not run where it was taken (no
+	ClaimParked ClaimStatus = "parked"
+	// ClaimSkipped: a step that could not run where it was taken (no
 	// recipient, no fulfillment API configured). Final, visible, counted;
 	// an operator's replay runs it once the configuration allows.
-	StatusSkipped ClaimStatus = "skipped"
-	// StatusResolved: a parked event (its own claim, or the claims of its
+	ClaimSkipped ClaimStatus = "skipped"
+	// ClaimResolved: a parked event (its own claim, or the claims of its
 	// parked steps) that an operator closed with a reason, because no
 	// replay can fix it. Final: nothing takes, counts or alerts on it; a
 	// replay reopens it only when an operator asks for one by its key.
-	StatusResolved ClaimStatus = "resolved"
+	ClaimResolved ClaimStatus = "resolved"
 )
 
 // Outcome is what became of one delivery (or replay, or reconciled event).
@@ -66,15 +66,15 @@ const (
 // States lists every State, worst last.
 var States = []State{StateDone, StateResolved, StateInProgress, StateFailed, StateParked}
 
-// StepOutcome is what became of one attempt of a step.
-type StepOutcome string
+// AttemptOutcome is what became of one attempt of a step.
+type AttemptOutcome string
 
 const (
-	StepDone      StepOutcome = "done"       // it ran and was recorded done
-	StepFailed    StepOutcome = "failed"     // it failed; its lease was given back for a retry
-	StepParked    StepOutcome = "parked"     // it failed for good or ran out of attempts
-	StepSkipped   StepOutcome = "skipped"    // it cannot run with this configuration or payload
-	StepLeaseLost StepOutcome = "lease_lost" // it ran, but its lease had been taken meanwhile
+	AttemptDone      AttemptOutcome = "done"       // it ran and was recorded done
+	AttemptFailed    AttemptOutcome = "failed"     // it failed; its lease was given back for a retry
+	AttemptParked    AttemptOutcome = "parked"     // it failed for good or ran out of attempts
+	AttemptSkipped   AttemptOutcome = "skipped"    // it cannot run with this configuration or payload
+	AttemptLeaseLost AttemptOutcome = "lease_lost" // it ran, but its lease had been taken meanwhile
 )
 
 // Via says how an event reached the receiver.

@@ -486,7 +486,7 @@ SELECT status, coalesce(last_error, ''), body FROM processed_events WHERE kind =
 	if err != nil {
 		t.Fatalf("the event's claim: %v", err)
 	}
-	if status != string(webhooks.StatusParked) || !strings.HasPrefix(lastError, "repeated member name") || len(stored) == 0 {
+	if status != string(webhooks.ClaimParked) || !strings.HasPrefix(lastError, "repeated member name") || len(stored) == 0 {
 		t.Errorf("claim %s with error %q and a body of %d bytes; want parked, a repeated member name, the body kept",
 			status, lastError, len(stored))
 	}

@@ -22,7 +22,7 @@ import (
 func TestGitHubAPIListsEveryPage(t *testing.T) {
 	gh := githubtest.New(t, testAppID)
 	for i := range 3 {
-		gh.AddPlan(githubtest.Plan{ID: int64(10 + i), Name: fmt.Sprintf("Plan %d", i), MonthlyPriceInCents: 100 * (i + 1), PriceModel: "FLAT_RATE"})
+		gh.AddPlan(githubtest.ListingPlan{ID: int64(10 + i), Name: fmt.Sprintf("Plan %d", i), MonthlyPriceInCents: 100 * (i + 1), PriceModel: "FLAT_RATE"})
 	}
 	updated := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
 	var want []int64
@@ -82,7 +82,7 @@ func TestGitHubAPIListsEveryPage(t *testing.T) {
 
 func TestGitHubAPIAuthenticatesAsTheApp(t *testing.T) {
 	gh := githubtest.New(t, testAppID)
-	gh.AddPlan(githubtest.Plan{ID: 1, Name: "Free", PriceModel: "FREE"})
+	gh.AddPlan(githubtest.ListingPlan{ID: 1, Name: "Free", PriceModel: "FREE"})
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)

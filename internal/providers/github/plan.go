@@ -84,12 +84,12 @@ type purchase struct {
 		Login                    string  `json:"login"`
 		OrganizationBillingEmail *string `json:"organization_billing_email"`
 	} `json:"account"`
-	BillingCycle string `json:"billing_cycle"`
-	UnitCount    int64  `json:"unit_count"`
-	Plan         plan   `json:"plan"`
+	BillingCycle string      `json:"billing_cycle"`
+	UnitCount    int64       `json:"unit_count"`
+	Plan         listingPlan `json:"plan"`
 }
 
-type plan struct {
+type listingPlan struct {
 	ID                  int64  `json:"id"`
 	Name                string `json:"name"`
 	MonthlyPriceInCents int64  `json:"monthly_price_in_cents"`

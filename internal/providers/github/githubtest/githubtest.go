@@ -39,8 +39,8 @@ import (
 	"time"
 )
 
-// Plan is a plan of the Marketplace listing.
-type Plan struct {
+// ListingPlan is a plan of the Marketplace listing.
+type ListingPlan struct {
 	ID                  int64
 	Number              int
 	Name                string
@@ -116,7 +116,7 @@ type Server struct {
 	now func() time.Time
 
 	mu        sync.Mutex
-	plans     []Plan
+	plans     []ListingPlan
 	accounts  map[int64]*Account
 	created   int
 	requests  []Request
@@ -155,10 +155,10 @@ func (s *Server) SetClock(now func() time.Time) {
 }
 
 // AddPlan adds a plan to the listing, or replaces the plan with its id.
-func (s *Server) AddPlan(p Plan) {
+func (s *Server) AddPlan(p ListingPlan) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := slices.IndexFunc(s.plans, func(q Plan) bool { return q.ID == p.ID }); i >= 0 {
+	if i := slices.IndexFunc(s.plans, func(q ListingPlan) bool { return q.ID == p.ID }); i >= 0 {
 		s.plans[i] = p
 		return
 	}
@@ -169,7 +169,7 @@ func (s *Server) AddPlan(p Plan) {
 func (s *Server) Subscribe(planID int64, a Account) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.ContainsFunc(s.plans, func(p Plan) bool { return p.ID == planID }) {
+	if !slices.ContainsFunc(s.plans, func(p ListingPlan) bool { return p.ID == planID }) {
 		panic(fmt.Sprintf("githubtest: no plan %d", planID))
 	}
 	a.planID = planID
@@ -432,7 +432,7 @@ func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request, planID int
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.ContainsFunc(s.plans, func(p Plan) bool { return p.ID == planID }) {
+	if !slices.ContainsFunc(s.plans, func(p ListingPlan) bool { return p.ID == planID }) {
 		return writeMessage(w, http.StatusNotFound, "Not Found")
 	}
 	var accounts []*Account
@@ -495,15 +495,15 @@ func (s *Server) writeMisbehaving(w http.ResponseWriter, r *http.Request, planID
 	return writeJSON(w, http.StatusOK, body)
 }
 
-func (s *Server) planByID(id int64) (Plan, bool) {
-	i := slices.IndexFunc(s.plans, func(p Plan) bool { return p.ID == id })
+func (s *Server) planByID(id int64) (ListingPlan, bool) {
+	i := slices.IndexFunc(s.plans, func(p ListingPlan) bool { return p.ID == id })
 	if i < 0 {
-		return Plan{}, false
+		return ListingPlan{}, false
 	}
 	return s.plans[i], true
 }
 
-func (s *Server) planJSON(p Plan) map[string]any {
+func (s *Server) planJSON(p ListingPlan) map[string]any {
 	base := strings.TrimSuffix(s.URL, "/")
 	state := p.State
 	if state == "" {
