@@ -196,12 +196,12 @@ func (b *bench) phase7(ctx context.Context) error {
 		b.rep.poolerVersion, _, _ = strings.Cut(string(out), "\n")
 	}
 
-	// TODO(issue 27): once the receiver has DATABASE_POOLER, run it with
-	// DATABASE_POOLER=transaction, DATABASE_URL=bouncer.URL("precv") and
-	// DATABASE_SESSION_URL=b.url("precv") (direct, for migrations and the
-	// locks), instead of pgx's exec mode named in the URL alone.
+	// The receiver as a user configures it behind a transaction-mode
+	// pooler: DATABASE_POOLER=transaction (pgx's exec mode, no named
+	// statements), its migrations and locks on a direct session.
 	recv, err := b.startReceiver(ctx, "receiver (PgBouncer)", "precv", map[string]string{
-		"DATABASE_URL": bouncer.URL("precv"), "DB_MAX_CONNS": strconv.Itoa(c),
+		"DATABASE_URL": bouncer.URL("precv"), "DATABASE_POOLER": "transaction",
+		"DATABASE_SESSION_URL": b.url("precv"), "DB_MAX_CONNS": strconv.Itoa(c),
 	})
 	if err != nil {
 		return err

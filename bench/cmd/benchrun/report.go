@@ -422,11 +422,13 @@ func (r *report) render() string {
 	if r.ran[7] && len(r.p7) > 0 {
 		p("## Phase 7: through PgBouncer\n\n")
 		p("internal/pgbouncer runs %s in transaction mode on 127.0.0.1, as the postgres user, with a pool of %d server\n", r.poolerVersion, r.o.concurrency)
-		p("connections per database, in front of the same cluster. The receiver (database precv) and the net/http\n")
-		p("snippet (database psnip) both reach it with `default_query_exec_mode=exec` in their URL: PgBouncer 1.18 keeps no\n")
-		p("prepared statement across transactions, so neither may cache one, and PostgreSQL parses and plans every\n")
-		p("statement it is sent. The receiver migrates at start-up through the pooler as well (its DATABASE_URL). Its\n")
-		p("CPU is in \"Where the CPU went\" (pooler µs) and its statements in \"Where the database time went\".\n\n")
+		p("connections per database, in front of the same cluster. The receiver (database precv) runs as a user\n")
+		p("configures it behind such a pooler: `DATABASE_POOLER=transaction` (pgx's exec mode) with its migrations and\n")
+		p("locks on `DATABASE_SESSION_URL`, direct; the net/http snippet (database psnip) names\n")
+		p("`default_query_exec_mode=exec` in its URL, as a user's must. PgBouncer 1.18 keeps no prepared statement\n")
+		p("across transactions, so neither may cache one, and PostgreSQL parses and plans every statement it is sent.\n")
+		p("The pooler's CPU is in \"Where the CPU went\" (pooler µs) and the statements in \"Where the database time\n")
+		p("went\".\n\n")
 	}
 
 	if r.ran[6] && len(r.drains) > 0 {
