@@ -19,6 +19,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	"github.com/paywebhooks/receiver/internal/providers/github/githubtest"
+	"github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/reconcile/reconciletest"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -411,10 +412,7 @@ func TestSyntheticPurchase(t *testing.T) {
 	// it, with the same JSON type (or null): the team's captured samples,
 	// when they sit beside the checkout.
 	t.Run("ShapedAsGitHubsPayload", func(t *testing.T) {
-		sample, err := os.ReadFile(filepath.Join("..", "..", "..", "shared", "samples", "github", "marketplace_purchase_changed.payload.json"))
-		if errors.Is(err, os.ErrNotExist) {
-			t.Skip("no ../shared/samples beside the checkout")
-		}
+		sample, err := os.ReadFile(filepath.Join(receivertest.SharedSamples(t, "github"), "marketplace_purchase_changed.payload.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
