@@ -3,7 +3,8 @@
 // fresh timestamps (a sender signs with a secret this receiver does not
 // hold); a provider has sent nothing verified for longer than its usual
 // silence; a reconciliation found events the deliveries had missed; the
-// receiver refused deliveries for load.
+// receiver refused deliveries for load; the database's primary changed (a
+// fail-over, which may have lost acknowledged deliveries).
 //
 // A Monitor runs in every replica and evaluates the causes every minute:
 // the parked claims, the deliveries and the reconciliation runs from the
@@ -48,10 +49,12 @@ const (
 	CauseReconcile Cause = "reconcile"
 	// CauseLoad: the receiver refused deliveries for load.
 	CauseLoad Cause = "load"
+	// CauseFailover: the database's primary changed under the receiver.
+	CauseFailover Cause = "failover"
 )
 
 // Causes lists every Cause.
-var Causes = []Cause{CauseParked, CauseSignature, CauseSilence, CauseReconcile, CauseLoad}
+var Causes = []Cause{CauseParked, CauseSignature, CauseSilence, CauseReconcile, CauseLoad, CauseFailover}
 
 // KeyPrefix starts the claim key of every alert: alerts are one range of
 // the claims' primary key.

@@ -251,8 +251,12 @@ VALUES ('stripe', 'periodic', now() - interval '1 minute', now(), 'ok', 120, 3, 
 	release()
 	<-done
 
+	// (f) The database's primary changed under this replica.
+	w.mon.NoteFailover(alerts.Failover{At: w.now, From: "system 7 timeline 1", To: "system 7 timeline 2",
+		Commands: []string{"server reconcile stripe --since 72h"}, Lookback: 72 * time.Hour})
+
 	got := w.once(t)
-	want := []string{"load:stripe", "parked", "reconcile:stripe", "signature:github", "signature:stripe", "silence:paddle"}
+	want := []string{"failover", "load:stripe", "parked", "reconcile:stripe", "signature:github", "signature:stripe", "silence:paddle"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("raised %v, want %v", got, want)
 	}
@@ -282,6 +286,8 @@ VALUES ('stripe', 'periodic', now() - interval '1 minute', now(), 'ok', 120, 3, 
 		alerts.CauseSilence:   {"paddle has sent nothing for 2h", "95th percentile of the last 39 gaps", "= 1h00m"},
 		alerts.CauseReconcile: {"stripe: reconciliation found 3 events", "looked at 120"},
 		alerts.CauseLoad:      {"stripe: 5 deliveries refused for load", "too_many_in_flight 5", "stripe retries for up to 3 days"},
+		alerts.CauseFailover: {"database fail-over", "(system 7 timeline 1 → system 7 timeline 2): a standby was promoted",
+			"acknowledged shortly before it may be lost", "Run the catch-up now: server reconcile stripe --since 72h."},
 	}
 	for c, parts := range wantTexts {
 		all := strings.Join(texts[string(c)], "\n")
@@ -480,5 +486,43 @@ func TestCheckWebhookURL(t *testing.T) {
 	}
 	if got := alerts.MaskURL("https://hooks.slack.com/services/T0/B0/xyz"); got != "https://hooks.slack.com/****" {
 		t.Errorf("MaskURL = %q", got)
+	}
+}
+
+// TestFailoverOnceAcrossReplicas: every replica notices a fail-over; one
+// alert tells of it, even when another replica notices it in the next
+// hour; the next fail-over is told again; with RECONCILE_INTERVAL the text
+// says the receiver catches up itself.
+func TestFailoverOnceAcrossReplicas(t *testing.T) {
+	w := newWorld(t)
+	f := alerts.Failover{At: w.now, From: "system 7 timeline 1", To: "system 7 timeline 2",
+		Commands: []string{"server reconcile paddle --since 72h", "server reconcile stripe --since 72h"}, CatchUp: true, Lookback: 72 * time.Hour}
+	w.mon.NoteFailover(f)
+	if got := w.once(t); !slices.Equal(got, []string{"failover"}) {
+		t.Fatalf("raised %v, want the fail-over", got)
+	}
+	w.now = w.now.Add(time.Hour)
+	other := w.monitor()
+	f.At = w.now
+	other.NoteFailover(f)
+	if raised, err := other.Once(context.Background()); err != nil || len(raised) != 0 {
+		t.Errorf("another replica, the next hour: raised %v (%v); want nothing: the same fail-over", raised, err)
+	}
+	w.now = w.now.Add(time.Hour)
+	f.From, f.To, f.At = "system 7 timeline 2", "system 7 timeline 3", w.now
+	w.mon.NoteFailover(f)
+	if got := w.once(t); !slices.Equal(got, []string{"failover"}) {
+		t.Errorf("the next fail-over raised %v, want it told", got)
+	}
+	texts := w.sink.texts()[string(alerts.CauseFailover)]
+	if len(texts) != 2 || !strings.Contains(texts[1], "timeline 2 → system 7 timeline 3") ||
+		!strings.Contains(texts[1], "The receiver runs the catch-up itself (RECONCILE_INTERVAL) over the last 72h") ||
+		!strings.Contains(texts[1], "server reconcile paddle --since 72h; server reconcile stripe --since 72h") {
+		t.Errorf("fail-over alerts:\n%s", strings.Join(texts, "\n---\n"))
+	}
+	// Past FailoverHolds, a fail-over noticed long ago is no longer a cause.
+	w.now = w.now.Add(alerts.FailoverHolds)
+	if got := w.once(t); len(got) != 0 {
+		t.Errorf("raised %v after the fail-over stopped holding", got)
 	}
 }

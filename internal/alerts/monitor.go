@@ -51,6 +51,9 @@ const (
 	// RepeatAfter: an alert about the same episode (the same silence, the
 	// same reconciliation run) is sent again only after this long.
 	RepeatAfter = 24 * time.Hour
+	// FailoverHolds is how long a fail-over this process noticed stays a
+	// cause: an alert whose claim failed is raised again meanwhile.
+	FailoverHolds = time.Hour
 	// Keep is how long an alert's claim and attempts are kept.
 	Keep = 30 * 24 * time.Hour
 	// maxNamed bounds the parked claims one alert names.
@@ -95,6 +98,32 @@ type Monitor struct {
 	mu        sync.Mutex
 	samples   []sample
 	lastPrune time.Time
+	failover  *Failover
+}
+
+// Failover is a change of the database's primary that this process
+// noticed.
+type Failover struct {
+	At       time.Time
+	From, To string // the primaries as the log names them (db.Primary.String)
+	// Another: the database is another cluster, not a promoted standby.
+	Another bool
+	// Commands are the catch-up commands to run, one per configured
+	// reconciler (none: no provider's catch-up is configured).
+	Commands []string
+	// CatchUp: the receiver runs the catch-up itself (RECONCILE_INTERVAL),
+	// over the last Lookback.
+	CatchUp  bool
+	Lookback time.Duration
+}
+
+// NoteFailover records a fail-over this process noticed: the evaluations
+// of the next FailoverHolds raise an alert about it, once across replicas
+// (its episode is the new primary, which every replica names alike).
+func (m *Monitor) NoteFailover(f Failover) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.failover = &f
 }
 
 // sample is the counters at a time, by "sig|<source>" (signature failures
@@ -195,6 +224,8 @@ func (m *Monitor) evaluate(ctx context.Context, c Cause, now time.Time) ([]Alert
 		return m.reconciles(ctx, now)
 	case CauseLoad:
 		return m.load(now)
+	case CauseFailover:
+		return m.failovers(now)
 	}
 	return nil, 0, fmt.Errorf("unknown cause %q", c)
 }
@@ -640,4 +671,36 @@ func (m *Monitor) reconciles(ctx context.Context, now time.Time) ([]Alert, int, 
 		return nil, 0, err
 	}
 	return out, len(out), nil
+}
+
+// ---------------------------------------------------------------------------
+// Fail-over
+
+func (m *Monitor) failovers(now time.Time) ([]Alert, int, error) {
+	m.mu.Lock()
+	f := m.failover
+	m.mu.Unlock()
+	if f == nil || now.Sub(f.At) >= FailoverHolds {
+		return nil, 0, nil
+	}
+	what := "a standby was promoted (or the database was recovered to a point in time)"
+	if f.Another {
+		what = "the receiver now reaches another database cluster"
+	}
+	todo := "No provider's catch-up is configured (its API key is unset: see `server reconcile --help`): " +
+		"events lost this way cannot be brought back from here; ask each provider to resend what it sent around " +
+		f.At.UTC().Format("15:04Z") + "."
+	switch {
+	case len(f.Commands) > 0 && f.CatchUp:
+		todo = fmt.Sprintf("The receiver runs the catch-up itself (RECONCILE_INTERVAL) over the last %dh: a reconciliation "+
+			"alert follows if it brings events back; should it fail, run: %s.", int(f.Lookback.Hours()), strings.Join(f.Commands, "; "))
+	case len(f.Commands) > 0:
+		todo = "Run the catch-up now: " + strings.Join(f.Commands, "; ") + "."
+	}
+	return []Alert{{Cause: CauseFailover, Episode: f.To,
+		Title: "database fail-over: the primary changed",
+		Text: fmt.Sprintf("At %s the database's primary changed (%s → %s): %s. With asynchronous replication, deliveries "+
+			"acknowledged shortly before it may be lost, and their senders will not send them again. %s "+
+			"docs/database.md says which settings avoid the loss.",
+			f.At.UTC().Format("2006-01-02 15:04:05Z"), f.From, f.To, what, todo)}}, 1, nil
 }

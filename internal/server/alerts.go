@@ -27,6 +27,7 @@ func (s *Server) setupAlerts() {
 	if len(channels) == 0 {
 		s.log.Info("operator alerts off: set ALERT_WEBHOOK_URL or ALERT_EMAIL to be told")
 	}
+	s.monitor = m
 	s.background = append(s.background, m.Run)
 }
 

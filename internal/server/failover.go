@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 )
@@ -121,9 +122,10 @@ func failoverCommands(rs []reconcile.Reconciler, on map[string]reconcile.Instanc
 	return cmds
 }
 
-// setupFailoverWatch watches the primary, and with RECONCILE_INTERVAL runs
-// every configured reconciler once, over FailoverLookback, when it changes
-// (one replica at a time: the others find the lock taken).
+// setupFailoverWatch watches the primary; when it changes, it raises the
+// fail-over alert and, with RECONCILE_INTERVAL, runs every configured
+// reconciler once, over FailoverLookback (one replica at a time: the
+// others find the lock taken).
 func (s *Server) setupFailoverWatch(rs []reconcile.Reconciler) {
 	w := &primaryWatch{
 		read:     func(ctx context.Context) (db.Primary, error) { return db.ReadPrimary(ctx, s.pool) },
@@ -136,10 +138,24 @@ func (s *Server) setupFailoverWatch(rs []reconcile.Reconciler) {
 		}),
 	}
 	s.registry.MustRegister(w.changes)
-	if s.cfg.ReconcileInterval > 0 {
-		w.onChange = func(ctx context.Context, _, _ db.Primary) { s.failoverCatchUp(ctx) }
-	}
+	w.onChange = s.onFailover(w.commands)
 	s.background = append(s.background, w.run)
+}
+
+// onFailover is what the receiver does when its primary changes, besides
+// the log line: the alert (a cause of the monitor's), and the catch-up when
+// RECONCILE_INTERVAL is set and a reconciler is configured (commands).
+func (s *Server) onFailover(commands []string) func(ctx context.Context, from, to db.Primary) {
+	catchUp := s.cfg.ReconcileInterval > 0 && len(commands) > 0
+	return func(ctx context.Context, from, to db.Primary) {
+		if s.monitor != nil {
+			s.monitor.NoteFailover(alerts.Failover{At: time.Now(), From: from.String(), To: to.String(),
+				Another: from.SystemID != to.SystemID, Commands: commands, CatchUp: catchUp, Lookback: FailoverLookback})
+		}
+		if catchUp {
+			s.failoverCatchUp(ctx)
+		}
+	}
 }
 
 // failoverCatchUp runs every configured reconciler once over

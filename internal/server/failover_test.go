@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 )
 
@@ -151,3 +153,57 @@ type syncWriter struct {
 // Write is called by the watch's goroutine while the test waits: the test
 // reads only after the watch has ended, under the same lock as read.
 func (s *syncWriter) Write(p []byte) (int, error) { return s.w.Write(p) }
+
+// TestFailoverAlert: a change of primary is a cause of the alerts'
+// monitor, with the catch-up commands; the catch-up itself runs only with
+// RECONCILE_INTERVAL.
+func TestFailoverAlert(t *testing.T) {
+	for _, interval := range []time.Duration{0, time.Hour} {
+		reg := prometheus.NewRegistry()
+		mon := &alerts.Monitor{DB: pgtest.NewPool(t), Metrics: alerts.NewMetrics(reg), Log: slog.New(slog.DiscardHandler)}
+		ran := false
+		s := &Server{log: slog.New(slog.DiscardHandler), monitor: mon, reconcilers: map[string]reconcile.Instance{
+			"stripe": fakeInstance{run: func(context.Context, reconcile.Options) (reconcile.Summary, error) {
+				ran = true
+				return fakeSummary{}, nil
+			}}}}
+		s.cfg.ReconcileInterval = interval
+		if _, err := mon.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if v := condition(t, reg, alerts.CauseFailover); v != 0 {
+			t.Fatalf("before any fail-over, the condition is %v", v)
+		}
+		s.onFailover([]string{"server reconcile stripe --since 72h"})(context.Background(),
+			db.Primary{SystemID: 7, Timeline: 1}, db.Primary{SystemID: 7, Timeline: 2})
+		if _, err := mon.Once(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if v := condition(t, reg, alerts.CauseFailover); v != 1 {
+			t.Errorf("RECONCILE_INTERVAL=%v: after a fail-over, the condition is %v, want 1", interval, v)
+		}
+		if ran != (interval > 0) {
+			t.Errorf("RECONCILE_INTERVAL=%v: catch-up ran %v", interval, ran)
+		}
+	}
+}
+
+// condition is the value of webhook_alert_conditions{cause} in reg.
+func condition(t *testing.T, reg *prometheus.Registry, cause alerts.Cause) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if mf.GetName() == "webhook_alert_conditions" && l.GetName() == "cause" && l.GetValue() == string(cause) {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no webhook_alert_conditions{cause=%q}", cause)
+	return 0
+}

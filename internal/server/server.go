@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/reconcile"
@@ -46,6 +47,8 @@ type Server struct {
 	// background runs beside the server until it stops (the redriver, the
 	// periodic reconciler).
 	background []func(ctx context.Context)
+	// monitor is the operator alerts' monitor, told of a fail-over.
+	monitor *alerts.Monitor
 	// reconcilers are the configured catch-up capabilities, by name.
 	reconcilers map[string]reconcile.Instance
 	// closers run when the server closes, after the pool's last use
