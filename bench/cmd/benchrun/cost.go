@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +114,15 @@ func (b *bench) costWindow(ctx context.Context, phase string, sp costSpec) (r co
 		return r
 	}
 	defer proxy.close()
-	dbURL := fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", proxy.addr(), sp.dbname)
+	// The database's own URL (its password too: the receiver's migrations
+	// log in with it), through the proxy.
+	u, err := url.Parse(b.url(sp.dbname))
+	if err != nil {
+		r.err = err
+		return r
+	}
+	u.Host = proxy.addr()
+	dbURL := u.String()
 	port, err := freePort()
 	if err != nil {
 		r.err = err
