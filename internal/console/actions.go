@@ -123,6 +123,10 @@ func (c *Console) eventOf(w http.ResponseWriter, r *http.Request) (ops.Detail, b
 	case webhooks.IsNotFound(err):
 		c.fail(w, r, http.StatusNotFound, "No event is stored under "+strconv.Quote(r.PathValue("key"))+".", nil)
 		return d, false
+	case errors.Is(err, webhooks.ErrAmbiguous):
+		// The keys it lists are the events' own: search shows each.
+		c.fail(w, r, http.StatusConflict, strings.TrimPrefix(err.Error(), webhooks.ErrAmbiguous.Error()+": ")+".", nil)
+		return d, false
 	case err != nil:
 		c.fail(w, r, http.StatusServiceUnavailable, "The event could not be read.", err)
 		return d, false

@@ -931,3 +931,27 @@ func TestResolveAction(t *testing.T) {
 	mustContain(t, "resolve a done event", done, `id="refused"`, "evt_done1 is done; only a parked event")
 	mustStatus(t, "resolve a missing event", b.get(t, "/events/evt_nope/resolve"), http.StatusNotFound)
 }
+
+// TestEventPageSharedGUID: a GUID that two stored events share opens
+// neither: the page says so and names both keys, each of which opens its
+// own event.
+func TestEventPageSharedGUID(t *testing.T) {
+	c := newConsole(t)
+	const guid = "5a1d0000-0000-4000-8000-00000000c0de"
+	keys := []string{"11:" + guid + ":aaaaaaaaaaaaaaaa", "12:" + guid + ":bbbbbbbbbbbbbbbb"}
+	for i, k := range keys {
+		if _, err := c.Pool.Exec(context.Background(), `
+INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at, event_id, event_type, body, outcome, via)
+VALUES ($1, 'github', 'done', 'event', now() - $2 * interval '1 minute', now(), $3, 'ping', '{"zen":"x"}', 'processed', 'delivery')`,
+			k, 2-i, guid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := c.browser(t)
+	res := b.get(t, "/events/"+guid)
+	mustStatus(t, "shared GUID", res, http.StatusConflict)
+	mustContain(t, "shared GUID", res, guid+" names 2 events", keys[0], keys[1], "name one by its key")
+	for _, k := range keys {
+		mustStatus(t, "event by key", b.get(t, "/events/"+url.PathEscape(k)), http.StatusOK)
+	}
+}

@@ -7,7 +7,6 @@ package ops
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -344,22 +343,26 @@ func (d *Detail) AddRefs(kinds webhooks.StepKinds) {
 var ErrNotFound = webhooks.ErrNotFound
 
 // Show returns the event stored under key (its key, or the provider's
-// event id where that differs), or an error matching ErrNotFound.
+// event id where that differs), or an error matching ErrNotFound, or
+// webhooks.ErrAmbiguous for an id that several events share.
 func Show(ctx context.Context, q webhooks.Querier, key string) (Detail, error) {
 	var d Detail
 	rows, err := q.Query(ctx, fmt.Sprintf(summarySQL, "processed_events e")+`
 WHERE e.kind = 'event' AND (e.event_key = $1 OR (e.event_id = $1 AND e.event_id <> e.event_key))
-ORDER BY e.event_key = $1 DESC LIMIT 1`, key)
+ORDER BY e.event_key = $1 DESC LIMIT 2`, key)
 	if err != nil {
 		return Detail{}, fmt.Errorf("show %s: %w", key, err)
 	}
-	d.Summary, err = pgx.CollectExactlyOneRow(rows, scanSummary)
-	if errors.Is(err, pgx.ErrNoRows) {
+	found, err := pgx.CollectRows(rows, scanSummary)
+	switch {
+	case err != nil:
+		return Detail{}, fmt.Errorf("show %s: %w", key, err)
+	case len(found) == 0:
 		return Detail{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	case len(found) > 1 && found[0].Key != key:
+		return Detail{}, webhooks.Ambiguous(ctx, q, key)
 	}
-	if err != nil {
-		return Detail{}, fmt.Errorf("show %s: %w", key, err)
-	}
+	d.Summary = found[0]
 	b := &pgx.Batch{}
 	b.Queue(`
 SELECT event_key, kind, coalesce(step, ''), coalesce(step_kind, ''), status, attempts, claim_token,

@@ -294,3 +294,47 @@ func providers(t *testing.T, r *rt.Receiver) map[string]webhooks.Provider {
 	}
 	return p
 }
+
+// TestSharedDeliveryID: GitHub's delivery GUID names an event when it is
+// the only one with it; when two events share it (the same GUID sent with
+// another body), show, the console and replay refuse to pick one and list
+// both keys; each key still names its own.
+func TestSharedDeliveryID(t *testing.T) {
+	ctx := context.Background()
+	r := rt.New(t)
+	const guid, lone = "5a1d0000-0000-4000-8000-00000000c0de", "5a1d0000-0000-4000-8000-00000000a10e"
+	keys := []string{"11:" + guid + ":aaaaaaaaaaaaaaaa", "12:" + guid + ":bbbbbbbbbbbbbbbb", "11:" + lone + ":cccccccccccccccc"}
+	for i, k := range keys {
+		id, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(k, "11:"), "12:"), ":")
+		if _, err := r.Pool.Exec(ctx, `
+INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at, event_id, event_type, body, outcome, via)
+VALUES ($1, 'github', 'done', 'event', now() - $2 * interval '1 minute', now(), $3, 'ping', '{"zen":"x"}', 'processed', 'delivery')`,
+			k, 3-i, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := ops.Show(ctx, r.Pool, guid)
+	if !errors.Is(err, webhooks.ErrAmbiguous) || !strings.Contains(err.Error(), keys[0]+", "+keys[1]) {
+		t.Errorf("show of the shared GUID: %v; want ErrAmbiguous listing %s and %s", err, keys[0], keys[1])
+	}
+	if _, err := webhooks.LoadEvent(ctx, r.Pool, guid); !errors.Is(err, webhooks.ErrAmbiguous) {
+		t.Errorf("load of the shared GUID: %v; want ErrAmbiguous", err)
+	}
+	for _, k := range keys[:2] {
+		if d, err := ops.Show(ctx, r.Pool, k); err != nil || d.Key != k {
+			t.Errorf("show %s: %v, key %s", k, err, d.Key)
+		}
+		if ev, err := webhooks.LoadEvent(ctx, r.Pool, k); err != nil || ev.Key != k {
+			t.Errorf("load %s: %v, key %s", k, err, ev.Key)
+		}
+	}
+	if d, err := ops.Show(ctx, r.Pool, lone); err != nil || d.Key != keys[2] {
+		t.Errorf("show of a GUID of one event: %v, key %s; want %s", err, d.Key, keys[2])
+	}
+	if ev, err := webhooks.LoadEvent(ctx, r.Pool, lone); err != nil || ev.Key != keys[2] {
+		t.Errorf("load of a GUID of one event: %v, key %s; want %s", err, ev.Key, keys[2])
+	}
+	if _, err := ops.Show(ctx, r.Pool, "5a1d0000-0000-4000-8000-000000000000"); !errors.Is(err, ops.ErrNotFound) {
+		t.Errorf("show of an unknown GUID: %v; want ErrNotFound", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,41 @@ var errLeaseLost = errors.New("lease lost to another worker")
 
 // ErrNotFound is returned for a key with no stored event.
 var ErrNotFound = errors.New("event not found")
+
+// ErrAmbiguous is returned for a provider's event id that several stored
+// events share, where it is not itself an event's key: GitHub's delivery
+// GUID, sent again with another body or to another hook, names each of
+// them. The error lists their keys (up to maxAmbiguous): name one by its
+// key.
+var ErrAmbiguous = errors.New("several events have this id")
+
+// maxAmbiguous bounds the keys an ErrAmbiguous lists.
+const maxAmbiguous = 10
+
+// ambiguousSQL lists the events whose provider's id is $1 (and not their
+// key), oldest first.
+const ambiguousSQL = `
+SELECT event_key FROM processed_events
+WHERE kind = 'event' AND event_id = $1 AND event_id <> event_key
+ORDER BY claimed_at, event_key LIMIT $2`
+
+// Ambiguous returns the ErrAmbiguous of id, with the keys of the events
+// it names.
+func Ambiguous(ctx context.Context, q Querier, id string) error {
+	rows, err := q.Query(ctx, ambiguousSQL, id, maxAmbiguous+1)
+	if err != nil {
+		return fmt.Errorf("list the events of %s: %w", id, err)
+	}
+	keys, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("list the events of %s: %w", id, err)
+	}
+	more := ""
+	if len(keys) > maxAmbiguous {
+		keys, more = keys[:maxAmbiguous], ", …"
+	}
+	return fmt.Errorf("%w: %s names %d events (%s%s): name one by its key", ErrAmbiguous, id, len(keys), strings.Join(keys, ", "), more)
+}
 
 // dbError turns what pgx returns into the package's own errors, once, at
 // the boundary: no rows becomes ErrNotFound; anything else is wrapped with

@@ -15,20 +15,35 @@ import (
 
 // LoadEvent reads the event stored under key (its claim key, or the
 // provider's event id where that differs, as GitHub's delivery GUID does),
-// as it was received.
+// as it was received. An id that several events share is ErrAmbiguous.
 func LoadEvent(ctx context.Context, q Querier, key string) (Event, error) {
-	var ev Event
-	var via string
-	err := q.QueryRow(ctx, `
+	rows, err := q.Query(ctx, `
 SELECT event_key, source, coalesce(event_id, event_key), coalesce(event_type, ''), coalesce(api_version, ''),
        coalesce(body, ''), body_hash, coalesce(via, 'delivery')
 FROM processed_events
 WHERE kind = 'event' AND (event_key = $1 OR (event_id = $1 AND event_id <> event_key))
-ORDER BY event_key = $1 DESC LIMIT 1`, key).
-		Scan(&ev.Key, &ev.Source, &ev.ID, &ev.Type, &ev.APIVersion, &ev.Body, &ev.BodyHash, &via)
+ORDER BY event_key = $1 DESC LIMIT 2`, key)
 	if err != nil {
 		return Event{}, dbError("load event "+key, err)
 	}
+	type row struct {
+		ev  Event
+		via string
+	}
+	found, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (row, error) {
+		var x row
+		err := r.Scan(&x.ev.Key, &x.ev.Source, &x.ev.ID, &x.ev.Type, &x.ev.APIVersion, &x.ev.Body, &x.ev.BodyHash, &x.via)
+		return x, err
+	})
+	switch {
+	case err != nil:
+		return Event{}, dbError("load event "+key, err)
+	case len(found) == 0:
+		return Event{}, dbError("load event "+key, pgx.ErrNoRows)
+	case len(found) > 1 && found[0].ev.Key != key:
+		return Event{}, Ambiguous(ctx, q, key)
+	}
+	ev, via := found[0].ev, found[0].via
 	ev.Via = Via(via)
 	return ev, nil
 }
