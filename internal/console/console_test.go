@@ -955,3 +955,33 @@ VALUES ($1, 'github', 'done', 'event', now() - $2 * interval '1 minute', now(), 
 		mustStatus(t, "event by key", b.get(t, "/events/"+url.PathEscape(k)), http.StatusOK)
 	}
 }
+
+// TestSearchMoneyIDs: a subscription, dispute or customer id finds the last
+// event applied to it through its table's index, even when no body of the
+// newest events names it.
+func TestSearchMoneyIDs(t *testing.T) {
+	c := newConsole(t)
+	ctx := context.Background()
+	for _, k := range []string{"evt_sub_last", "evt_dp_last", "evt_cus_last"} {
+		if _, err := c.Pool.Exec(ctx, `
+INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at, event_id, event_type, body, outcome, via)
+VALUES ($1, 'stripe', 'done', 'event', now(), now(), $1, 'ping', '{"names":"nothing"}', 'processed', 'delivery')`, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Pool.Exec(ctx, `
+INSERT INTO subscriptions (source, external_id, status, event_at, provider_event_id) VALUES ('stripe', 'sub_old1', 'active', now(), 'evt_sub_last');
+INSERT INTO disputes (source, external_id, amount_cents, currency, status, event_at, provider_event_id)
+VALUES ('stripe', 'dp_old1', 500, 'usd', 'needs_response', now(), 'evt_dp_last');
+INSERT INTO customers (source, customer_id, email, event_at, provider_event_id) VALUES ('stripe', 'cus_old1', 'c@example.com', now(), 'evt_cus_last');`); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string][]string{"sub_old1": {"evt_sub_last"}, "dp_old1": {"evt_dp_last"}, "cus_old1": {"evt_cus_last"}, "sub_none": nil} {
+		var l listed
+		res := c.bearer(token).getJSON(t, "/events?q="+q, &l)
+		mustStatus(t, "search "+q, res, http.StatusOK)
+		if diff := cmp.Diff(want, l.keys()); diff != "" {
+			t.Errorf("search %s (-want +got):\n%s", q, diff)
+		}
+	}
+}

@@ -17,6 +17,8 @@ import (
 //     are its writer's now(), which is also the claimed_at of the event
 //     that transaction claimed);
 //   - a refund's payment intent: the refund's event;
+//   - a subscription (sub_…, a Paddle or Polar subscription id), a dispute
+//     (dp_…) or a customer (cus_…, ctm_…): the last event applied to it;
 //   - an invoice (in_…) or its customer's email: the events that created
 //     it, last changed it (the same timestamps, checked against the body)
 //     or recorded a failed payment of it;
@@ -35,8 +37,9 @@ const (
 
 // searchSQL is the query of Filter.Query: a list of event keys ("key").
 func searchSQL(b *sqlBuilder, query string, specs []webhooks.Spec) string {
-	var orderSources, ofProvider []string
+	var orderSources, ofProvider, sources []string
 	for _, s := range specs {
+		sources = append(sources, s.Source)
 		for _, src := range s.OrderSources {
 			orderSources = append(orderSources, src)
 			ofProvider = append(ofProvider, s.Source)
@@ -45,6 +48,7 @@ func searchSQL(b *sqlBuilder, query string, specs []webhooks.Spec) string {
 	q := b.arg(query) + "::text"
 	osrc := b.arg(orderSources) + "::text[]"
 	ps := b.arg(ofProvider) + "::text[]"
+	srcs := b.arg(sources) + "::text[]"
 	limit := b.arg(searchMaxRows)
 	recent := b.arg(SearchRecentBodies)
 	minBody := b.arg(SearchMinBody)
@@ -63,7 +67,10 @@ func searchSQL(b *sqlBuilder, query string, specs []webhooks.Spec) string {
         UNION SELECT provider_event_id FROM o
         UNION (SELECT provider_event_id FROM refunds WHERE payment_intent_id = ` + q + ` LIMIT ` + limit + `)
         UNION (SELECT provider_event_id FROM invoice_payment_failures
-               WHERE stripe_invoice_id IN (SELECT stripe_invoice_id FROM i) LIMIT ` + limit + `)),
+               WHERE stripe_invoice_id IN (SELECT stripe_invoice_id FROM i) LIMIT ` + limit + `)
+        UNION (SELECT provider_event_id FROM subscriptions WHERE source = ANY(` + srcs + `) AND external_id = ` + q + `)
+        UNION (SELECT provider_event_id FROM disputes WHERE source = ANY(` + srcs + `) AND external_id = ` + q + `)
+        UNION (SELECT provider_event_id FROM customers WHERE source = ANY(` + srcs + `) AND customer_id = ` + q + `)),
     waiting AS (
         SELECT coalesce(parent_key, event_key) AS key FROM processed_events WHERE status = 'parked'
         UNION SELECT parent_key FROM processed_events WHERE kind = 'step' AND status = 'in_progress'),
