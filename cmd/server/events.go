@@ -373,6 +373,8 @@ func unconfigured(cfg config.Config) []string {
 	}
 	if cfg.FulfillmentURL == "" {
 		missing = append(missing, "FULFILLMENT_URL is unset: fulfillment steps could not run (parked ones would stay parked, new ones be skipped)")
+	} else if cfg.FulfillmentKey == nil {
+		missing = append(missing, "FULFILLMENT_SECRET is unset: fulfillment calls would go unsigned, and an API that checks the signature refuses them")
 	}
 	return missing
 }

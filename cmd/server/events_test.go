@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -283,6 +284,15 @@ func TestEventsReplayNeedsDeliveryConfig(t *testing.T) {
 	}
 	if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = 'evt_bad/fulfillment' AND status = 'parked'`); n != 1 {
 		t.Fatal("a refused replay changed the parked step")
+	}
+	// The fulfillment API without its secret: the calls would go unsigned.
+	var errOut bytes.Buffer
+	err = run(context.Background(), []string{"events", "replay", "evt_bad"},
+		getenv(map[string]string{"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": "127.0.0.1:1", "FULFILLMENT_URL": r.Config.FulfillmentURL}),
+		io.Discard, &errOut)
+	if err == nil || !strings.Contains(err.Error(), "FULFILLMENT_SECRET is unset") || strings.Contains(err.Error(), "SMTP_ADDR") ||
+		len(r.API.Requests()) != calls {
+		t.Fatalf("replay without FULFILLMENT_SECRET: %v (%s); want a refusal naming it alone, and no call", err, errOut.String())
 	}
 	// The replay changes nothing, and the event is left parked: not a
 	// success (exit 3).

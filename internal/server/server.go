@@ -132,6 +132,13 @@ func Providers(cfg config.Config) (map[string]webhooks.Provider, error) {
 
 // NewProcessor builds the processor the configuration describes.
 func NewProcessor(cfg config.Config, pool *pgxpool.Pool, kinds webhooks.StepKinds, metrics *webhooks.Metrics, log *slog.Logger) *webhooks.Processor {
+	// Said wherever steps run: the server, and the commands that replay
+	// or catch up (an operator's shell without the server's secret sends
+	// calls the API refuses).
+	if cfg.FulfillmentURL != "" && cfg.FulfillmentKey == nil {
+		log.Warn("fulfillment calls are unsigned: set FULFILLMENT_SECRET so that the fulfillment API can tell the receiver's calls from anybody's",
+			"variable", "FULFILLMENT_SECRET")
+	}
 	return webhooks.NewProcessor(pool, kinds, metrics, log, cfg.Processor())
 }
 
@@ -148,10 +155,6 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	provs, err := Providers(cfg)
 	if err != nil {
 		return nil, err
-	}
-	if cfg.FulfillmentURL != "" && cfg.FulfillmentKey == nil {
-		log.Warn("fulfillment calls are unsigned: set FULFILLMENT_SECRET so that the fulfillment API can tell the receiver's calls from anybody's",
-			"variable", "FULFILLMENT_SECRET")
 	}
 	for _, spec := range cfg.Specs() {
 		if spec.Warnings != nil {
