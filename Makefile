@@ -1,4 +1,4 @@
-# The commands: `make run`, `make check` (a minute) and `make test` (all of
+# The commands: `make run`, `make check` (minutes) and `make test` (all of
 # it). `make help` lists the rest.
 SHELL := /bin/bash
 # A machine starts on its own Go whatever go.mod says: this one names the
@@ -26,7 +26,7 @@ run: build ## run the receiver on :8080 (a local PostgreSQL when DATABASE_URL is
 	@if [ -n "$$DATABASE_URL" ]; then exec $(BIN)/server; \
 	else scripts/ensure-postgres.sh && exec $(BIN)/dev -receiver -- $(BIN)/server; fi
 
-check: build lint ## lint, unit and database tests: no end-to-end, no browser (about a minute on an idle machine)
+check: build lint ## lint, unit and database tests: no end-to-end, no browser (about 4 minutes on 2 cores)
 	scripts/ensure-postgres.sh
 	LOG=var/check.log scripts/test.sh -short $$(scripts/packages.sh check)
 
