@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
@@ -524,5 +525,35 @@ func TestFailoverOnceAcrossReplicas(t *testing.T) {
 	w.now = w.now.Add(alerts.FailoverHolds)
 	if got := w.once(t); len(got) != 0 {
 		t.Errorf("raised %v after the fail-over stopped holding", got)
+	}
+}
+
+// TestSilenceQueryUsesAnIndex: the silence's query, which every replica
+// runs every minute for every provider, reads its rows from an index
+// however many events are stored, never the whole table.
+func TestSilenceQueryUsesAnIndex(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.NewPool(t)
+	if _, err := pool.Exec(ctx, `
+INSERT INTO processed_events (event_key, source, status, kind, claimed_at, completed_at, event_id, event_type, body, outcome, via)
+SELECT 'evt_' || g, CASE WHEN g % 10 = 0 THEN 'github' ELSE 'stripe' END, 'done', 'event', now() - g * interval '1 second', now(),
+       'evt_' || g, 'invoice.created', '{}', 'processed', CASE WHEN g % 100 = 0 THEN 'reconcile' ELSE 'delivery' END
+FROM generate_series(1, 20000) g;
+ANALYZE processed_events`); err != nil {
+		t.Fatal(err)
+	}
+	for _, source := range []string{"stripe", "github"} {
+		rows, err := pool.Query(ctx, "EXPLAIN "+alerts.DeliveriesSQL, source, alerts.SilenceSample+1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := strings.Join(lines, "\n")
+		if strings.Contains(all, "Seq Scan") || !strings.Contains(all, "Index Scan") {
+			t.Errorf("the silence's query of %s does not read an index:\n%s", source, all)
+		}
 	}
 }

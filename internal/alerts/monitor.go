@@ -561,11 +561,15 @@ func retries(s Subject) string {
 // Silence
 
 // deliveriesSQL reads the newest deliveries of a source, newest first,
-// from the source index: the last one, and the gaps a usual silence is
-// learnt from.
+// from an index of the events by time: the last one, and the gaps a usual
+// silence is learnt from. The test of via is written so that PostgreSQL
+// estimates it from the column's statistics: as coalesce(via, …) = …, it
+// was guessed to keep 0.5% of the rows, fewer than the LIMIT, and every
+// event was read and sorted, every minute in every replica (25 ms at
+// 50,000 events, against 0.4 ms from the index).
 const deliveriesSQL = `
 SELECT claimed_at FROM processed_events
-WHERE kind = 'event' AND source = $1 AND coalesce(via, 'delivery') = 'delivery'
+WHERE kind = 'event' AND source = $1 AND (via = 'delivery' OR via IS NULL)
 ORDER BY claimed_at DESC, event_key DESC
 LIMIT $2`
 

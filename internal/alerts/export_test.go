@@ -1,0 +1,4 @@
+package alerts
+
+// DeliveriesSQL is the silence's query, for its plan's test.
+const DeliveriesSQL = deliveriesSQL
