@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,16 +30,7 @@ type attached struct {
 	port          int
 }
 
-func (a *attached) URL(dbname string) string {
-	u := url.URL{
-		Scheme:   "postgres",
-		User:     url.UserPassword("postgres", a.password),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(a.port)),
-		Path:     "/" + dbname,
-		RawQuery: "sslmode=disable",
-	}
-	return u.String()
-}
+func (a *attached) URL(dbname string) string { return pglocal.URL(a.port, a.password, dbname) }
 
 func (a *attached) Port() int   { return a.port }
 func (a *attached) Dir() string { return a.dir }

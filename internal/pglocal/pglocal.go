@@ -220,11 +220,15 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 
 // URL returns the connection URL of database dbname on this server, with
 // the superuser's name and password.
-func (c *Cluster) URL(dbname string) string {
+func (c *Cluster) URL(dbname string) string { return URL(c.port, c.pass, dbname) }
+
+// URL is the connection URL of database dbname on a server of this package
+// listening on 127.0.0.1:port, as the superuser with password.
+func URL(port int, password, dbname string) string {
 	u := url.URL{
 		Scheme:   "postgres",
-		User:     url.UserPassword("postgres", c.pass),
-		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(c.port)),
+		User:     url.UserPassword("postgres", password),
+		Host:     net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		Path:     "/" + dbname,
 		RawQuery: "sslmode=disable",
 	}
