@@ -444,8 +444,39 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 			}
 		}
 	}
+	if _, err := w.DB.Exec(ctx, `CREATE TABLE sync_probe (x int)`); err != nil {
+		t.Fatal(err)
+	}
 	reload(`ALTER SYSTEM SET synchronous_standby_names = 'ghost'`) // a standby that never comes
 	t.Cleanup(func() { _, _ = w.DB.Exec(ctx, `ALTER SYSTEM RESET synchronous_standby_names`) })
+	// pg_reload_conf only signals: commits wait for the standby once the
+	// checkpointer has read the setting. Until a probe's commit is seen
+	// waiting, the delivery's might not (it did not once, on a loaded
+	// machine), so probe until one waits, then end it.
+	waitFor(t, time.Minute, "a probe's commit to wait for the synchronous standby", func() bool {
+		done := make(chan error, 1)
+		go func() {
+			_, err := w.DB.Exec(ctx, `INSERT INTO sync_probe VALUES (1)`)
+			done <- err
+		}()
+		waiting := func() bool {
+			return count(t, w.DB, `SELECT count(*) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`) > 0
+		}
+		seen := false
+		for end := time.Now().Add(5 * time.Second); !seen && time.Now().Before(end); {
+			select {
+			case <-done:
+				return false // it committed without waiting: not in effect yet
+			default:
+			}
+			if seen = waiting(); !seen {
+				time.Sleep(pollEvery)
+			}
+		}
+		count(t, w.DB, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE wait_event = 'SyncRep'`)
+		<-done
+		return seen
+	})
 
 	d := checkout(1, "unknown")
 	first := make(chan response, 1)
