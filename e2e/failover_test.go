@@ -391,6 +391,7 @@ func TestFailoverAsynchronous(t *testing.T) {
 	for _, e := range lost {
 		isLost[e.d.ID] = true
 	}
+	rerun := 0
 	for _, e := range f.l.events {
 		if n := count(t, f.newPrimary, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, e.d.ID); n != 1 {
 			t.Errorf("%s: %d orders after the catch-up, want 1", e.d.ID, n)
@@ -401,15 +402,22 @@ func TestFailoverAsynchronous(t *testing.T) {
 			t.Errorf("%s, lost and brought back: %d emails, %d fulfillment calls; want each once more (2) under the same Message-ID and Idempotency-Key", e.d.ID, m, c)
 		case !isLost[e.d.ID] && (m == 0 || c == 0):
 			t.Errorf("%s: %d emails, %d fulfillment calls; want both done", e.d.ID, m, c)
-		case !isLost[e.d.ID] && e.acked.Before(f.detached) && (m != 1 || c != 1):
-			t.Errorf("%s, replicated before the fail-over: %d emails, %d fulfillment calls; want 1 each", e.d.ID, m, c)
+		case !isLost[e.d.ID] && (m > 2 || c > 2):
+			// An event whose claim reached the standby may have lost the
+			// records of its steps' completion, acknowledged just before
+			// the standby stopped receiving: those steps run once more,
+			// under the same keys, never more.
+			t.Errorf("%s, not lost: %d emails, %d fulfillment calls; want at most one more each", e.d.ID, m, c)
+		case !isLost[e.d.ID] && m+c > 2:
+			rerun++
 		}
 	}
 	again := runServerCmd(t, env, "reconcile", "stripe", "--since", "1h")
 	if again.Code != 0 || !strings.Contains(again.Stdout, " 0 processed") {
 		t.Errorf("a second reconcile: exit %d\n%s%s", again.Code, again.Stdout, again.Stderr)
 	}
-	t.Logf("asynchronous fail-over: %s; reconcile stripe --since 1h: %s", f.figures(len(lost)), strings.TrimSpace(lastLine(r.Stdout)))
+	t.Logf("asynchronous fail-over: %s; reconcile stripe --since 1h: %s; %d events kept whose steps' completion was lost ran them once more",
+		f.figures(len(lost)), strings.TrimSpace(lastLine(r.Stdout)), rerun)
 }
 
 // TestCommitOutcomeUnknown: a connection lost while its COMMIT waits (here
