@@ -83,28 +83,13 @@ type CatchUpOptions struct {
 	OnEvent func(EventReport)
 }
 
-// Disposition is what a run did with one event.
-type Disposition string
-
-const (
-	DispKnown        Disposition = "known"         // claimed before this run: delivered, or reconciled earlier
-	DispWouldProcess Disposition = "would_process" // dry run: unknown, it would be processed
-	DispProcessed    Disposition = "processed"     // processed by this run, as a delivery would have been
-	DispIgnored      Disposition = "ignored"       // claimed by this run; a type the receiver does not handle
-	DispParked       Disposition = "parked"        // claimed by this run and parked for an operator
-	DispStepFailed   Disposition = "step_failed"   // claimed and written by this run; a step failed and is retried by the redriver
-	DispRaced        Disposition = "raced"         // claimed meanwhile by a delivery (duplicate or lease conflict)
-	DispUnreadable   Disposition = "unreadable"    // archived by Polar, or not an event; skipped
-	DispFailed       Disposition = "failed"        // not processed (the database failed); the next run retries it
-)
-
 // EventReport is one event of a run and what became of it.
 type EventReport struct {
 	ID          string // the webhook-id
 	Type        string
 	CreatedAt   time.Time
-	Disposition Disposition
-	Err         error // with DispUnreadable and DispFailed
+	Disposition reconcile.Disposition
+	Err         error // with reconcile.DispUnreadable and reconcile.DispFailed
 }
 
 // CatchUpSummary is what a run found and did.
@@ -115,25 +100,7 @@ type CatchUpSummary struct {
 	From  time.Time `json:"from,omitzero"`
 	Until time.Time `json:"until"`
 
-	Found        int `json:"found"`
-	Known        int `json:"known"`
-	WouldProcess int `json:"would_process,omitempty"`
-	Processed    int `json:"processed"`
-	Ignored      int `json:"ignored"`
-	Parked       int `json:"parked"`
-	StepFailed   int `json:"step_failed"`
-	Raced        int `json:"raced"`
-	Unreadable   int `json:"unreadable"`
-	Failed       int `json:"failed"`
-}
-
-// Missed is how many events this run found that had never been delivered
-// and that the receiver handles.
-func (s CatchUpSummary) Missed() int { return s.Processed + s.Parked + s.StepFailed }
-
-// Tally is the summary's figures for the record of runs and the metrics.
-func (s CatchUpSummary) Tally() reconcile.Tally {
-	return reconcile.Tally{Found: s.Found, Missed: s.Missed(), Unresolved: s.Parked + s.Unreadable + s.Failed}
+	reconcile.Counts
 }
 
 // String is the summary as the CLI prints it.
@@ -294,17 +261,17 @@ func (s *CatchUp) reconcile(ctx context.Context, q Query, o CatchUpOptions, sum 
 			}
 			rep := EventReport{ID: le.ID, Type: le.Type, CreatedAt: le.CreatedAt}
 			if errs[i] != nil {
-				rep.Disposition, rep.Err = DispUnreadable, errs[i]
+				rep.Disposition, rep.Err = reconcile.DispUnreadable, errs[i]
 			} else {
 				rep.Type = evs[i].Type
-				rep.Disposition, rep.Err = s.handle(ctx, evs[i], known[evs[i].Key], o.DryRun)
+				rep.Disposition, rep.Err = reconcile.Handle(ctx, s.Processor, s.Provider, evs[i], known[evs[i].Key], o.DryRun)
 			}
-			sum.count(rep.Disposition)
+			sum.Count(rep.Disposition)
 			switch rep.Disposition {
-			case DispFailed:
+			case reconcile.DispFailed:
 				failures++
 				s.log().Error("reconcile polar: event not processed", "webhook_id", le.ID, "event_type", rep.Type, "error", rep.Err)
-			case DispUnreadable:
+			case reconcile.DispUnreadable:
 				failures = 0
 				s.log().Warn("reconcile polar: event unreadable; skipped", "webhook_id", le.ID, "event_type", le.Type, "error", rep.Err)
 			default:
@@ -319,56 +286,4 @@ func (s *CatchUp) reconcile(ctx context.Context, q Query, o CatchUpOptions, sum 
 		}
 	}
 	return nil
-}
-
-// handle decides what to do with one event the provider can read.
-func (s *CatchUp) handle(ctx context.Context, ev webhooks.Event, known, dryRun bool) (Disposition, error) {
-	switch {
-	case known:
-		return DispKnown, nil
-	case dryRun:
-		return DispWouldProcess, nil
-	}
-	res := s.Processor.Process(ctx, s.Provider, reconcile.Reconciled(ev))
-	switch res.Outcome {
-	case webhooks.OutcomeProcessed:
-		return DispProcessed, nil
-	case webhooks.OutcomeIgnored:
-		return DispIgnored, nil
-	case webhooks.OutcomeParked:
-		return DispParked, nil
-	case webhooks.OutcomeStepFailed:
-		return DispStepFailed, res.Err
-	case webhooks.OutcomeDuplicate, webhooks.OutcomeLeaseConflict:
-		return DispRaced, nil
-	}
-	err := res.Err
-	if err == nil {
-		err = fmt.Errorf("outcome %s", res.Outcome)
-	}
-	return DispFailed, err
-}
-
-func (s *CatchUpSummary) count(d Disposition) {
-	s.Found++
-	switch d {
-	case DispKnown:
-		s.Known++
-	case DispWouldProcess:
-		s.WouldProcess++
-	case DispProcessed:
-		s.Processed++
-	case DispIgnored:
-		s.Ignored++
-	case DispParked:
-		s.Parked++
-	case DispStepFailed:
-		s.StepFailed++
-	case DispRaced:
-		s.Raced++
-	case DispUnreadable:
-		s.Unreadable++
-	case DispFailed:
-		s.Failed++
-	}
 }

@@ -113,7 +113,7 @@ func (s instance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summa
 	po := CatchUpOptions{Since: o.Since, Resume: o.Resume, DryRun: o.DryRun, Trigger: o.Trigger}
 	if o.Out != nil {
 		po.OnEvent = func(r EventReport) {
-			if o.DryRun || r.Disposition != DispKnown {
+			if o.DryRun || r.Disposition != reconcile.DispKnown {
 				line := fmt.Sprintf("%s %s %s %s", r.CreatedAt.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
 				if r.Err != nil {
 					line += ": " + r.Err.Error()

@@ -119,7 +119,7 @@ func (s instance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summa
 		Trigger: o.Trigger}
 	if o.Out != nil {
 		so.OnEvent = func(r EventReport) {
-			if o.DryRun || r.Disposition != DispKnown {
+			if o.DryRun || r.Disposition != reconcile.DispKnown {
 				line := fmt.Sprintf("%s %s %s %s", r.Created.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
 				if r.Account != "" {
 					line = r.Account + " " + line
