@@ -160,3 +160,26 @@ func TestAnswerJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestTimeHint: a time in a body is read as a hint: an RFC 3339 string is
+// its time; anything else reads as none, and never fails the decode.
+func TestTimeHint(t *testing.T) {
+	for body, want := range map[string]time.Time{
+		`{"at":"2026-12-02T04:05:06.123Z"}`: time.Date(2026, 12, 2, 4, 5, 6, 123e6, time.UTC),
+		`{"at":"yesterday"}`:                {},
+		`{"at":1764650706}`:                 {},
+		`{"at":null}`:                       {},
+		`{"at":{"a":1}}`:                    {},
+		`{}`:                                {},
+	} {
+		var v struct {
+			At TimeHint `json:"at"`
+		}
+		if err := UnmarshalSigned([]byte(body), &v); err != nil {
+			t.Errorf("%s: %v", body, err)
+		}
+		if got := v.At.Time(); !got.Equal(want) {
+			t.Errorf("%s: %v, want %v", body, got, want)
+		}
+	}
+}

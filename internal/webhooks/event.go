@@ -61,6 +61,26 @@ func LikelyResent(signedAt, createdAt time.Time) bool {
 	return !createdAt.IsZero() && signedAt.Sub(createdAt) >= ResendAge
 }
 
+// TimeHint is a time as a sender wrote it in a body (RFC 3339), read only
+// as a hint, as LikelyResent's createdAt: anything but a JSON string reads
+// as "", and it never fails the decode of the event.
+type TimeHint string
+
+// UnmarshalJSON keeps a JSON string as it is, and anything else as "".
+func (h *TimeHint) UnmarshalJSON(b []byte) error {
+	var s string
+	if UnmarshalSigned(b, &s) == nil {
+		*h = TimeHint(s)
+	}
+	return nil
+}
+
+// Time is the hint's time; zero when it is none or not RFC 3339.
+func (h TimeHint) Time() time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, string(h))
+	return t
+}
+
 // Provider is one webhook sender. Adding a provider means implementing it
 // in a package of its own, describing it with a Spec, and adding that Spec
 // to internal/providers (see docs/adding-an-integration.md).

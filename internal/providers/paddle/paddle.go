@@ -162,7 +162,7 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	ev.SecretIndex = matched
 	// Paddle signs every attempt and every replay anew: one signed long
 	// after the event occurred is a retry or a replay.
-	if at, err := time.Parse(time.RFC3339Nano, string(ev.Payload.(*notification).OccurredAt)); err == nil {
+	if at := ev.Payload.(*notification).OccurredAt.Time(); !at.IsZero() {
 		ev.Resent = webhooks.LikelyResent(time.Unix(sig.At, 0), at)
 	}
 	return ev, nil
@@ -181,23 +181,11 @@ type notification struct {
 	EventType string `json:"event_type"`
 	// OccurredAt is when the event happened (RFC 3339), read only as a
 	// hint (see webhooks.LikelyResent).
-	OccurredAt occurredAt `json:"occurred_at"`
-	Data       *entity    `json:"data"`
+	OccurredAt webhooks.TimeHint `json:"occurred_at"`
+	Data       *entity           `json:"data"`
 	// dataErr says why data could not be read into entity (a field of a
 	// type this receiver did not expect): Plan parks a handled event.
 	dataErr error
-}
-
-// occurredAt is a notification's occurred_at as sent, read only as a hint:
-// anything but a JSON string reads as "", and never fails the decode.
-type occurredAt string
-
-func (o *occurredAt) UnmarshalJSON(b []byte) error {
-	var s string
-	if webhooks.UnmarshalSigned(b, &s) == nil {
-		*o = occurredAt(s)
-	}
-	return nil
 }
 
 // entity is the part of a transaction, an adjustment or a subscription
@@ -250,10 +238,10 @@ func Decode(body []byte) (webhooks.Event, error) {
 	n := new(notification)
 	if err := webhooks.UnmarshalSigned(body, n); err != nil {
 		var env struct {
-			EventID    string          `json:"event_id"`
-			EventType  string          `json:"event_type"`
-			OccurredAt occurredAt      `json:"occurred_at"`
-			Data       json.RawMessage `json:"data"`
+			EventID    string            `json:"event_id"`
+			EventType  string            `json:"event_type"`
+			OccurredAt webhooks.TimeHint `json:"occurred_at"`
+			Data       json.RawMessage   `json:"data"`
 		}
 		if jerr := webhooks.UnmarshalSigned(body, &env); jerr != nil {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", jerr)

@@ -173,7 +173,7 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	// Polar signs every attempt and redelivery anew over the stored body:
 	// one signed long after the event happened is a retry or a
 	// redelivery.
-	ev.Resent = webhooks.LikelyResent(m.Timestamp, ev.Payload.(*event).Timestamp.time())
+	ev.Resent = webhooks.LikelyResent(m.Timestamp, ev.Payload.(*event).Timestamp.Time())
 	return ev, nil
 }
 
@@ -184,29 +184,11 @@ type event struct {
 	Type string `json:"type"`
 	// Timestamp is when the event happened, read only as a hint (see
 	// webhooks.LikelyResent).
-	Timestamp hint  `json:"timestamp"`
-	Data      *data `json:"data"`
+	Timestamp webhooks.TimeHint `json:"timestamp"`
+	Data      *data             `json:"data"`
 	// dataErr says why data could not be read into data (a field of a
 	// type this receiver did not expect): Plan parks a handled event.
 	dataErr error
-}
-
-// hint is a time as sent, read only as a hint: anything but a JSON string
-// reads as "", and never fails the decode.
-type hint string
-
-func (h *hint) UnmarshalJSON(b []byte) error {
-	var s string
-	if webhooks.UnmarshalSigned(b, &s) == nil {
-		*h = hint(s)
-	}
-	return nil
-}
-
-// time is the hint's time; zero when it is none.
-func (h hint) time() time.Time {
-	t, _ := time.Parse(time.RFC3339Nano, string(h))
-	return t
 }
 
 // data is the part of an order or a subscription the handlers read. A
@@ -246,9 +228,9 @@ func Decode(id string, body []byte) (webhooks.Event, error) {
 	e := new(event)
 	if err := webhooks.UnmarshalSigned(body, e); err != nil {
 		var env struct {
-			Type      string          `json:"type"`
-			Timestamp hint            `json:"timestamp"`
-			Data      json.RawMessage `json:"data"`
+			Type      string            `json:"type"`
+			Timestamp webhooks.TimeHint `json:"timestamp"`
+			Data      json.RawMessage   `json:"data"`
 		}
 		if jerr := webhooks.UnmarshalSigned(body, &env); jerr != nil {
 			return webhooks.Event{}, webhooks.Reject("malformed_json", jerr)
