@@ -499,6 +499,14 @@ func TestAttackMoreThanMaxInflight(t *testing.T) {
 		}()
 	}
 	w.API.WaitHeld(t, limit, 30*time.Second)
+	// The held deliveries' emails run beside their calls: wait until each is
+	// recorded, so that the snapshot changes only by what the refused
+	// deliveries write (once, on a loaded machine, an email was recorded
+	// between the two).
+	waitFor(t, 30*time.Second, "the held deliveries' emails to be recorded", func() bool {
+		return count(t, w.DB, `SELECT count(*) FROM processed_events
+WHERE event_key LIKE 'evt_inflight_checkout_%/email.confirmation' AND status = 'done'`) == limit
+	})
 
 	before := w.effects(t)
 	answers := make([]string, extra)
