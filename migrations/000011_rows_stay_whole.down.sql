@@ -1,0 +1,21 @@
+-- Back to each column's default storage (EXTENDED) but the body's (MAIN,
+-- migration 3). Rows written meanwhile stay as they are.
+ALTER TABLE processed_events
+    ALTER COLUMN event_key       SET STORAGE EXTENDED,
+    ALTER COLUMN source          SET STORAGE EXTENDED,
+    ALTER COLUMN status          SET STORAGE EXTENDED,
+    ALTER COLUMN kind            SET STORAGE EXTENDED,
+    ALTER COLUMN parent_key      SET STORAGE EXTENDED,
+    ALTER COLUMN step            SET STORAGE EXTENDED,
+    ALTER COLUMN last_error      SET STORAGE EXTENDED,
+    ALTER COLUMN payload         SET STORAGE EXTENDED,
+    ALTER COLUMN event_id        SET STORAGE EXTENDED,
+    ALTER COLUMN event_type      SET STORAGE EXTENDED,
+    ALTER COLUMN api_version     SET STORAGE EXTENDED,
+    ALTER COLUMN body_hash       SET STORAGE EXTENDED,
+    ALTER COLUMN outcome         SET STORAGE EXTENDED,
+    ALTER COLUMN via             SET STORAGE EXTENDED,
+    ALTER COLUMN step_kind       SET STORAGE EXTENDED,
+    ALTER COLUMN traceparent     SET STORAGE EXTENDED,
+    ALTER COLUMN resolved_by     SET STORAGE EXTENDED,
+    ALTER COLUMN resolved_reason SET STORAGE EXTENDED;
