@@ -205,8 +205,13 @@ var ErrRepeatedName = errors.New("repeated member name")
 // Verify and Plan judge). The processor asks it of every event before its
 // Plan (not of a copy it already knows from a lookup): one pass of json/v2's
 // validator, which tracks every name of every object, and a second pass, to
-// say which name, only when the first fails.
+// say which name, only when the first fails. A body whose names are all
+// plain is read once more quickly first (scanNames), and json/v2 is asked
+// only of one that repeats a name or that the quick pass cannot judge.
 func RepeatedName(body []byte) error {
+	if repeats, sure := scanNames(body); sure && !repeats {
+		return nil
+	}
 	if jsontext.Value(body).IsValid() {
 		return nil
 	}
