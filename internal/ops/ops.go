@@ -94,7 +94,7 @@ func stateOf(key string) string {
 }
 
 // waitingKeysSQL lists the events that wait for anything: a parked claim
-// or a step not done (few, from the parked and open-steps indexes). A
+// or a step not done (few, from the attention index). A
 // standalone step (an alert's) has no parent and is no event's.
 const waitingKeysSQL = `
     SELECT coalesce(parent_key, event_key) AS key FROM processed_events WHERE status = 'parked'
@@ -136,7 +136,7 @@ func List(ctx context.Context, q webhooks.Querier, f Filter) ([]Summary, error) 
 // next page starts. Pages are keyset-paginated on (received, key), which
 // the received index (or, with a source, the source index) serves in
 // order, so page 1 000 costs what page 1 does. A state filter starts from
-// the claims in that state (the parked index, the open-steps index), and
+// the claims in that state (the attention index: status, then claimed_at), and
 // a query from the rows it finds (search.go), so that neither walks the
 // done events however many there are.
 func ListPage(ctx context.Context, q webhooks.Querier, f Filter) (Page, error) {
@@ -165,7 +165,7 @@ func ListPage(ctx context.Context, q webhooks.Querier, f Filter) (Page, error) {
         WHERE kind = 'step' AND status = 'in_progress' AND parent_key IS NOT NULL) k
     WHERE `+stateOf("k.key")+` = `+b.arg(string(f.State))+`)`)
 		where = append(where, "e.event_key IN (SELECT key FROM st)")
-	case webhooks.StateResolved: // from the resolved index: events an operator closed
+	case webhooks.StateResolved: // from the attention index: events an operator closed
 		with = append(with, `st AS MATERIALIZED (
     SELECT k.key FROM (
         SELECT event_key AS key FROM processed_events WHERE status = 'resolved' AND kind = 'event') k

@@ -212,7 +212,7 @@ var ActivityStates = []string{string(webhooks.StateDone), string(webhooks.Outcom
 // anything are few, and found first: the parked ones with the same query
 // the parked figures use (webhooks.ParkedEventsSQL), so that the chart's
 // parked events are the Parked figure's, and those with a step open from
-// the open-steps index.
+// the attention index (status, claimed_at).
 var activitySQL = `
 WITH parked AS MATERIALIZED (` + webhooks.ParkedEventsSQL + `),
 open AS MATERIALIZED (

@@ -60,7 +60,7 @@ WHERE kind = 'step' AND status = 'in_progress' AND ` + leaseExpired("$1")
 
 // ParkedCountsSQL counts what waits for an operator: the parked claims of
 // events (their own and their steps'; a standalone step, such as an
-// alert's, is no event's) and the events they belong to, from the parked
+// alert's, is no event's) and the events they belong to, from the attention
 // index. The metrics, the console's overview and the alerts all read it,
 // so that they agree; a resolved claim is not parked.
 const ParkedCountsSQL = `SELECT count(*), count(DISTINCT coalesce(parent_key, event_key)) FROM processed_events
