@@ -35,3 +35,6 @@ func ReleaseStep(ctx context.Context, q Querier, ls Lease, cause error) (ClaimSt
 
 // ScanNames is scanNames, RepeatedName's fast path.
 var ScanNames = scanNames
+
+// Queries of the attention index (migration 12), for the plan test.
+var DueStepsSQL, OldestLeaseSQL, WaitingStepsSQL = dueStepsSQL, oldestLeaseSQL, waitingStepsSQL
