@@ -1,8 +1,9 @@
 -- (a) The receiver's transaction for a new invoice.created event, statement
 -- for statement as the core sends it (internal/webhooks: Processor.commit
--- with claimSQL and copyClaimsSQL; internal/providers/stripe/invoices EnsurePending, whose
--- insert is conditional on receiver_claimed()): the claim with the stored
--- body, the event's claims (read only for a copy: a one-time filter for a new event), the invoice, in one
+-- with claimSQL and copyClaimsSQL; internal/providers/stripe/invoices EnsurePending and
+-- internal/customers Remember, whose writes are conditional on receiver_claimed()): the claim
+-- with the stored body, the event's claims (read only for a copy: a one-time filter for a new
+-- event), the invoice, the customer's address (an invoice names both), in one
 -- pipeline ending in one Sync: one round trip and one implicit
 -- transaction, as pgx sends a batch.
 -- (No BEGIN or COMMIT: the pipeline's one Sync makes it one transaction.)
@@ -32,4 +33,10 @@ LIMIT 101;
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
 SELECT 'in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', '') WHERE receiver_claimed()
 ON CONFLICT (stripe_invoice_id) DO NOTHING;
+INSERT INTO customers AS c (source, customer_id, email, account_id, event_at, provider_event_id)
+SELECT 'stripe', 'cus_pga' || :r, 'ada.lovelace@example.com', NULLIF('', ''), now(), 'evt_pga' || :r WHERE receiver_claimed()
+ON CONFLICT (source, customer_id) DO UPDATE
+    SET email = EXCLUDED.email, account_id = coalesce(c.account_id, EXCLUDED.account_id),
+        event_at = EXCLUDED.event_at, provider_event_id = EXCLUDED.provider_event_id, updated_at = now()
+    WHERE EXCLUDED.event_at >= c.event_at;
 \endpipeline
