@@ -32,7 +32,12 @@ func TestMigration10KeepsOldKeysCopies(t *testing.T) {
 	ctx := context.Background()
 	r := rt.New(t)
 	url := r.Config.DatabaseURL
-	if err := db.MigrateDown(url, 1); err != nil {
+	latest, err := db.LatestVersion()
+	if err != nil {
+		t.Fatal(err)
+	}
+	toVersion9 := int(latest) - 9 // the steps down to the schema before migration 10
+	if err := db.MigrateDown(url, toVersion9); err != nil {
 		t.Fatal(err)
 	}
 	body, done := fixture(purchased), fixture(sponsored)
@@ -108,7 +113,7 @@ VALUES ('reconcile:marketplace:3003:purchased:7:x', 'github', 'done', 'event', n
 		"reconcile:marketplace:3003:purchased:7:x": nil,
 	})
 	t.Run("Down", func(t *testing.T) {
-		if err := db.MigrateDown(url, 1); err != nil {
+		if err := db.MigrateDown(url, toVersion9); err != nil {
 			t.Fatal(err)
 		}
 		check("down", map[string][]byte{
