@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -87,7 +88,30 @@ func kinds(smtpAddr, apiURL string) webhooks.StepKinds {
 
 func newRig(t *testing.T, opts webhooks.Options) *rig {
 	t.Helper()
-	r := &rig{pool: pgtest.NewPool(t), smtp: mailtest.NewServer(t), api: fulfillmenttest.NewServer(t), opts: opts}
+	return newRigOn(t, pgtest.NewPool(t), opts)
+}
+
+// unpreparedPool is a pool of a fresh test database that prepares nothing
+// (pgx's exec mode, as DATABASE_POOLER=transaction configures it): every
+// statement is parsed and planned where it is sent.
+func unpreparedPool(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func newRigOn(t *testing.T, pool *pgxpool.Pool, opts webhooks.Options) *rig {
+	t.Helper()
+	r := &rig{pool: pool, smtp: mailtest.NewServer(t), api: fulfillmenttest.NewServer(t), opts: opts}
 	metrics := webhooks.NewMetrics(prometheus.NewRegistry())
 	log := slog.New(slog.NewTextHandler(testLog{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r.proc = webhooks.NewProcessor(r.pool, kinds(r.smtp.Addr(), r.api.URL()), metrics, log, opts)
@@ -214,7 +238,17 @@ func (r *rig) crashAfterCommit(t *testing.T, id string) {
 // TestThreeOutcomes shows each outcome of the lease claim and the status the
 // sender sees.
 func TestThreeOutcomes(t *testing.T) {
-	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	threeOutcomes(t, newRig(t, webhooks.Options{Lease: 5 * time.Minute}))
+}
+
+// TestThreeOutcomesUnprepared: the same behind a transaction-mode pooler,
+// where nothing is prepared and a copy reads its claims after its
+// transaction instead of within it.
+func TestThreeOutcomesUnprepared(t *testing.T) {
+	threeOutcomes(t, newRigOn(t, unpreparedPool(t), webhooks.Options{Lease: 5 * time.Minute}))
+}
+
+func threeOutcomes(t *testing.T, r *rig) {
 
 	t.Run("KeyComesBack", func(t *testing.T) {
 		want(t, r.deliver(t, "evt_1"), 200)

@@ -72,6 +72,13 @@ type Processor struct {
 	metrics *Metrics
 	log     *slog.Logger
 	opts    Options
+	// prepared is whether the pool prepares its statements (pgx's
+	// statement cache, the default): then an event's transaction also
+	// reads a copy's claims, at no cost to a new event. Otherwise (behind a
+	// transaction-mode pooler) PostgreSQL parses and plans every statement
+	// it is sent, and a copy reads its claims after, in a round trip of its
+	// own, so that a new event does not pay for a statement it never needs.
+	prepared bool
 
 	// afterEventCommit, when set by a test, runs right after an event's
 	// transaction commits and before its steps run: where a crash leaves
@@ -82,7 +89,8 @@ type Processor struct {
 // NewProcessor returns a processor over pool that runs steps of the given
 // kinds.
 func NewProcessor(pool *pgxpool.Pool, kinds StepKinds, metrics *Metrics, log *slog.Logger, opts Options) *Processor {
-	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults()}
+	prepared := pool == nil || pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults(), prepared: prepared}
 }
 
 // Kinds returns the step kinds the processor runs.
@@ -186,7 +194,9 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	}
 	b := &pgx.Batch{}
 	b.Queue(claim, claimArgs...)
-	b.Queue(copyClaimsSQL, ev.Key)
+	if p.prepared {
+		b.Queue(copyClaimsSQL, ev.Key)
+	}
 	tp := traceparent(ctx)
 	for _, it := range plan.items {
 		if it.step == nil {
@@ -228,16 +238,24 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	default:
 		return nil, false, claims, dbError("claim event "+ev.Key, err)
 	}
-	rows, err := br.Query()
-	if err == nil {
-		claims, err = scanEventClaims(rows, ev.Key)
-	}
-	if err != nil {
-		return nil, false, eventClaims{}, dbError("read claims of "+ev.Key, err)
+	if p.prepared {
+		rows, err := br.Query()
+		if err == nil {
+			claims, err = scanEventClaims(rows, ev.Key)
+		}
+		if err != nil {
+			return nil, false, eventClaims{}, dbError("read claims of "+ev.Key, err)
+		}
 	}
 	if !claimed {
 		// A copy: every write and step of its transaction was conditional
 		// on a claim it did not make, and did nothing.
+		if !p.prepared {
+			_ = br.Close() // its transaction, which wrote nothing
+			if claims, err = p.readClaims(ctx, ev.Key); err != nil {
+				return nil, false, eventClaims{}, err
+			}
+		}
 		return nil, false, claims, nil
 	}
 	for _, it := range plan.items {
