@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -53,8 +54,8 @@ func (invoiceProvider) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
 }
 
 // TestNewEventOneRoundTrip: a new database-only event costs one round trip
-// (its claim, body, writes and commit travel together), a copy of it one,
-// and a new event with two steps one, plus one per step to record it; and
+// (its claim, body, writes and commit travel together), a copy of it one
+// (two where nothing is prepared: it reads its claims after), and a new event with two steps one, plus one per step to record it; and
 // a copy costs the next events nothing (no statement re-prepared). A copy
 // the sender marks as a resend costs one round trip too, without its body:
 // the read of the event's claims.
@@ -62,6 +63,13 @@ func TestNewEventOneRoundTrip(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A copy's claims are read in its transaction when statements are
+	// prepared, after it when not (TEST_DATABASE_POOLER=transaction: pgx's
+	// exec mode), so that a new event does not pay for that statement.
+	copyTrips := int64(1)
+	if cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
+		copyTrips = 2
 	}
 	count := &roundTrips{}
 	cfg.ConnConfig.DialFunc = count.dial
@@ -118,10 +126,10 @@ func TestNewEventOneRoundTrip(t *testing.T) {
 		measure("new invoice event", invoiceProvider{}, "evt_inv", webhooks.OutcomeProcessed, 1)
 	})
 	t.Run("CopyOfFinishedEvent", func(t *testing.T) {
-		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, 1)
+		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, copyTrips)
 	})
 	t.Run("ResentCopyOfFinishedEvent", func(t *testing.T) {
-		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, 1)
+		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, copyTrips)
 		copyBytes := sent
 		resent("resent copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, 1)
 		t.Logf("bytes written: copy %d, resent copy %d (body %d)", copyBytes, sent, bodySize)
@@ -138,8 +146,8 @@ func TestNewEventOneRoundTrip(t *testing.T) {
 		measure("new paid event", testProvider{}, "evt_paid", webhooks.OutcomeProcessed, 1+2)
 	})
 	t.Run("NewEventAfterCopies", func(t *testing.T) {
-		measure("copy", testProvider{}, "evt_paid", webhooks.OutcomeDuplicate, 1)
-		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, 1)
+		measure("copy", testProvider{}, "evt_paid", webhooks.OutcomeDuplicate, copyTrips)
+		measure("copy", invoiceProvider{}, "evt_inv", webhooks.OutcomeDuplicate, copyTrips)
 		measure("new invoice event", invoiceProvider{}, "evt_inv2", webhooks.OutcomeProcessed, 1)
 		measure("new paid event", testProvider{}, "evt_paid2", webhooks.OutcomeProcessed, 1+2)
 	})
