@@ -203,11 +203,11 @@ var ErrRepeatedName = errors.New("repeated member name")
 // first member name body repeats, and where; nil when no object of body
 // repeats a name, or when body is no JSON at all (which the provider's
 // Verify and Plan judge). The processor asks it of every event before its
-// Plan (not of a copy it already knows from a lookup): one pass of json/v2's
-// validator, which tracks every name of every object, and a second pass, to
-// say which name, only when the first fails. A body whose names are all
-// plain is read once more quickly first (scanNames), and json/v2 is asked
-// only of one that repeats a name or that the quick pass cannot judge.
+// Plan (not of a copy it already knows from a lookup): one allocation-free
+// pass of its own (scanNames) answers for a body whose names are all plain;
+// json/v2's validator, which tracks every name of every object, is asked
+// only of a body that pass finds a repeat in or cannot judge, and a second
+// json/v2 pass, to say which name, only when the validator fails.
 func RepeatedName(body []byte) error {
 	if repeats, sure := scanNames(body); sure && !repeats {
 		return nil

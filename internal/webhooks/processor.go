@@ -89,7 +89,7 @@ type Processor struct {
 // NewProcessor returns a processor over pool that runs steps of the given
 // kinds.
 func NewProcessor(pool *pgxpool.Pool, kinds StepKinds, metrics *Metrics, log *slog.Logger, opts Options) *Processor {
-	prepared := pool == nil || pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
+	prepared := pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
 	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults(), prepared: prepared}
 }
 
