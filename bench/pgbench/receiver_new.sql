@@ -1,9 +1,8 @@
 -- (a) The receiver's transaction for a new invoice.created event, statement
 -- for statement as the core sends it (internal/webhooks: Processor.commit
--- with claimSQL and copyClaimsSQL; internal/providers/stripe/invoices EnsurePending and
+-- with claimSQL; internal/providers/stripe/invoices EnsurePending and
 -- internal/customers Remember, whose writes are conditional on receiver_claimed()): the claim
--- with the stored body, the event's claims (read only for a copy: a one-time filter for a new
--- event), the invoice, the customer's address (an invoice names both), in one
+-- with the stored body, the invoice, the customer's address (an invoice names both), in one
 -- pipeline ending in one Sync: one round trip and one implicit
 -- transaction, as pgx sends a batch.
 -- (No BEGIN or COMMIT: the pipeline's one Sync makes it one transaction.)
@@ -22,11 +21,6 @@ VALUES ('evt_pga' || :r, 'stripe', 'done', 'event', CASE WHEN 'done' = 'done' TH
         'processed', 'delivery', NULLIF('', ''))
 ON CONFLICT DO NOTHING
 RETURNING set_config('receiver.claim', 'yes', true);
-SELECT event_key, kind, status, coalesce(step, ''), coalesce(step_kind, ''), payload
-FROM processed_events
-WHERE event_key >= (SELECT 'evt_pga' || :r) AND event_key < (SELECT 'evt_pga' || :r || '0') AND NOT receiver_claimed()
-ORDER BY event_key
-LIMIT 101;
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
 SELECT 'in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', '') WHERE receiver_claimed()
 ON CONFLICT (stripe_invoice_id) DO NOTHING;

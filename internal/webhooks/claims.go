@@ -168,20 +168,10 @@ const MaxSteps = 100
 // so much cheaper than a generic one that PostgreSQL plans the statement
 // anew at every execution: about twice its cost.) Under the limit, an
 // index scan is the plan once the table is large.
-var readClaimsSQL = claimsRange + claimsOrder
-
-// copyClaimsSQL is readClaimsSQL as an event's transaction sends it, after
-// the claim: it reads only when the claim found the event claimed before
-// (a copy), and is a one-time filter for a new event, whose claims the
-// processor does not need.
-var copyClaimsSQL = claimsRange + ` AND NOT receiver_claimed()` + claimsOrder
-
-const claimsRange = `
+var readClaimsSQL = `
 SELECT event_key, kind, status, coalesce(step, ''), coalesce(step_kind, ''), payload
 FROM processed_events
-WHERE event_key >= (SELECT $1::text) AND event_key < (SELECT $1::text || '0')`
-
-var claimsOrder = `
+WHERE event_key >= (SELECT $1::text) AND event_key < (SELECT $1::text || '0')
 ORDER BY event_key
 LIMIT ` + strconv.Itoa(MaxSteps+1)
 

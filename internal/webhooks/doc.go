@@ -38,9 +38,6 @@
 //     RETURNING, whose row carries the event's raw body and metadata; when
 //     it inserts, it marks the transaction as the claim's holder (a
 //     transaction-local setting the SQL function receiver_claimed() reads);
-//   - a read of every claim of the event (the event's own key and its
-//     steps' keys "<key>/<step>" are one range of the primary key), which
-//     is how a copy of the event learns what became of it;
 //   - the provider's writes (orders, invoices), each safe to run twice and
 //     each conditional on receiver_claimed(), so a copy's are skipped;
 //   - a claim row for every step, already leased to this worker, each
@@ -50,7 +47,10 @@
 //
 // All of it commits, or none of it: a crash before the commit leaves no
 // key, and the next retry claims cleanly. A copy is known from its claim's
-// answer; nothing in its transaction fails or writes. A copy under another
+// answer; nothing in its transaction fails or writes, and it then reads
+// every claim of its event, as committed (the event's own key and its
+// steps' keys "<key>/<step>" are one range of the primary key), in a second
+// round trip: what became of the event. A copy under another
 // key (a GitHub body sent again with another GUID or hook id) finds no
 // claim of its own and is answered as a copy of the event that holds its
 // body hash.

@@ -242,8 +242,8 @@ func TestThreeOutcomes(t *testing.T) {
 }
 
 // TestThreeOutcomesUnprepared: the same behind a transaction-mode pooler,
-// where nothing is prepared and a copy reads its claims after its
-// transaction instead of within it.
+// where nothing is prepared (pgx's exec mode sends every parameter as
+// text).
 func TestThreeOutcomesUnprepared(t *testing.T) {
 	threeOutcomes(t, newRigOn(t, unpreparedPool(t), webhooks.Options{Lease: 5 * time.Minute}))
 }

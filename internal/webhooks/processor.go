@@ -72,13 +72,6 @@ type Processor struct {
 	metrics *Metrics
 	log     *slog.Logger
 	opts    Options
-	// prepared is whether the pool prepares its statements (pgx's
-	// statement cache, the default): then an event's transaction also
-	// reads a copy's claims, at no cost to a new event. Otherwise (behind a
-	// transaction-mode pooler) PostgreSQL parses and plans every statement
-	// it is sent, and a copy reads its claims after, in a round trip of its
-	// own, so that a new event does not pay for a statement it never needs.
-	prepared bool
 
 	// afterEventCommit, when set by a test, runs right after an event's
 	// transaction commits and before its steps run: where a crash leaves
@@ -89,8 +82,7 @@ type Processor struct {
 // NewProcessor returns a processor over pool that runs steps of the given
 // kinds.
 func NewProcessor(pool *pgxpool.Pool, kinds StepKinds, metrics *Metrics, log *slog.Logger, opts Options) *Processor {
-	prepared := pool.Config().ConnConfig.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
-	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults(), prepared: prepared}
+	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults()}
 }
 
 // Kinds returns the step kinds the processor runs.
@@ -178,12 +170,13 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 }
 
 // commit sends the event's transaction in one round trip: the claim (with
-// the event's body), a read of the event's claims, the provider's writes
-// and the steps' leases. The batch is one implicit transaction, committed
-// when all of it succeeds and rolled back otherwise. When the event was
-// claimed before, claimed is false and claims says what became of it; its
-// writes and steps, conditional on a claim this transaction did not make,
-// did nothing. (No statement is made to fail on purpose: an error in a
+// the event's body), the provider's writes and the steps' leases. The
+// batch is one implicit transaction, committed when all of it succeeds and
+// rolled back otherwise. When the event was claimed before, claimed is
+// false and claims says what became of it, read in a second round trip
+// (a copy pays for it, so that no new event sends a statement it never
+// needs); its writes and steps, conditional on a claim this transaction
+// did not make, did nothing. (No statement is made to fail on purpose: an error in a
 // batch makes pgx forget its prepared statements.)
 func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim string, claimArgs []any) (leased []leasedStep, claimed bool, claims eventClaims, err error) {
 	ctx, span := telemetry.Start(ctx, "webhook.transaction", trace.SpanKindInternal)
@@ -194,9 +187,6 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	}
 	b := &pgx.Batch{}
 	b.Queue(claim, claimArgs...)
-	if p.prepared {
-		b.Queue(copyClaimsSQL, ev.Key)
-	}
 	tp := traceparent(ctx)
 	for _, it := range plan.items {
 		if it.step == nil {
@@ -238,23 +228,13 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 	default:
 		return nil, false, claims, dbError("claim event "+ev.Key, err)
 	}
-	if p.prepared {
-		rows, err := br.Query()
-		if err == nil {
-			claims, err = scanEventClaims(rows, ev.Key)
-		}
-		if err != nil {
-			return nil, false, eventClaims{}, dbError("read claims of "+ev.Key, err)
-		}
-	}
 	if !claimed {
 		// A copy: every write and step of its transaction was conditional
-		// on a claim it did not make, and did nothing.
-		if !p.prepared {
-			_ = br.Close() // its transaction, which wrote nothing
-			if claims, err = p.readClaims(ctx, ev.Key); err != nil {
-				return nil, false, eventClaims{}, err
-			}
+		// on a claim it did not make, and did nothing. What became of its
+		// event is read after, committed.
+		_ = br.Close() // its transaction, which wrote nothing
+		if claims, err = p.readClaims(ctx, ev.Key); err != nil {
+			return nil, false, eventClaims{}, err
 		}
 		return nil, false, claims, nil
 	}

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -54,23 +53,18 @@ func (invoiceProvider) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
 }
 
 // TestNewEventOneRoundTrip: a new database-only event costs one round trip
-// (its claim, body, writes and commit travel together), a copy of it one
-// (two where nothing is prepared: it reads its claims after), and a new event with two steps one, plus one per step to record it; and
-// a copy costs the next events nothing (no statement re-prepared). A copy
-// the sender marks as a resend costs one round trip too, without its body:
-// the read of the event's claims.
+// (its claim, body, writes and commit travel together), a copy of it two
+// (its transaction, which writes nothing, then the read of its event's
+// claims), and a new event with two steps one, plus one per step to record
+// it; and a copy costs the next events nothing (no statement re-prepared).
+// A copy the sender marks as a resend costs one round trip, without its
+// body: the read of the event's claims.
 func TestNewEventOneRoundTrip(t *testing.T) {
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A copy's claims are read in its transaction when statements are
-	// prepared, after it when not (TEST_DATABASE_POOLER=transaction: pgx's
-	// exec mode), so that a new event does not pay for that statement.
-	copyTrips := int64(1)
-	if cfg.ConnConfig.DefaultQueryExecMode != pgx.QueryExecModeCacheStatement {
-		copyTrips = 2
-	}
+	const copyTrips = 2
 	count := &roundTrips{}
 	cfg.ConnConfig.DialFunc = count.dial
 	cfg.MaxConns = 1 // one connection: its statement cache is warm after the first event of each shape

@@ -471,7 +471,7 @@ func (r *report) render() string {
 	p("## The pgbench scripts\n\n")
 	p("bench/pgbench/*.sql, run by `%s -n -M prepared -c %d -j %d -T <slot> -f <script> [-D body=<invoice body>]`\n", "pgbench", r.o.concurrency, min(r.o.concurrency, ncpu))
 	p("(prepared statements, as pgx uses; the body travels as a parameter). (a) must follow the receiver's SQL\n")
-	p("(internal/webhooks: Processor.commit, claimSQL, copyClaimsSQL).\n\n")
+	p("(internal/webhooks: Processor.commit, claimSQL).\n\n")
 	for _, sc := range []pgbench.Script{pgbench.ReceiverNew, pgbench.MinimalNew, pgbench.SnippetNew, pgbench.SnippetNewTx} {
 		p("### (%s) %s: %s\n\n```\n%s```\n\n", sc.ID, sc.File, sc.Title, sc.Text())
 	}
