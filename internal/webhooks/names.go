@@ -239,3 +239,51 @@ func isDelimiter(c byte) bool {
 	}
 	return false
 }
+
+// LeadingScalar returns the raw value of the top-level member name of a
+// JSON object when it comes before any member whose value is an object or
+// an array, and is itself a number, true, false or null (a string's value
+// is returned with its quotes): what a provider can read of an envelope
+// without decoding it, when the sender writes its scalars first (Stripe:
+// id, object, api_version, created, then data). It reads a few dozen
+// bytes and allocates nothing. Not found, or anything unexpected (an
+// escaped name, bytes that are no JSON), is false: a hint only, which the
+// caller confirms from its decode.
+func LeadingScalar(body []byte, name string) ([]byte, bool) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return nil, false
+	}
+	for i = skipSpace(body, i+1); i < len(body) && body[i] == '"'; {
+		end := stringEnd(body, i)
+		if end < 0 || bytes.IndexByte(body[i+1:end-1], '\\') >= 0 {
+			return nil, false
+		}
+		member := body[i+1 : end-1]
+		if i = skipSpace(body, end); i >= len(body) || body[i] != ':' {
+			return nil, false
+		}
+		i = skipSpace(body, i+1)
+		start := i
+		switch {
+		case i >= len(body) || body[i] == '{' || body[i] == '[':
+			return nil, false
+		case body[i] == '"':
+			if i = stringEnd(body, i); i < 0 {
+				return nil, false
+			}
+		default:
+			for i < len(body) && !isDelimiter(body[i]) {
+				i++
+			}
+		}
+		if string(member) == name {
+			return body[start:i], start < i
+		}
+		if i = skipSpace(body, i); i >= len(body) || body[i] != ',' {
+			return nil, false
+		}
+		i = skipSpace(body, i+1)
+	}
+	return nil, false
+}

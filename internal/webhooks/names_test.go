@@ -3,6 +3,7 @@ package webhooks_test
 import (
 	"bytes"
 	"encoding/json/jsontext"
+	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
 	"strings"
@@ -99,4 +100,55 @@ func FuzzScanNames(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(checkScanNames)
+}
+
+// TestLeadingScalar: a top-level scalar member is found when no object or
+// array comes before it, as its raw JSON; anything else is not found.
+func TestLeadingScalar(t *testing.T) {
+	for _, c := range []struct {
+		body, name, want string
+		ok               bool
+	}{
+		{`{"id":"evt_1","object":"event","created":1764460800,"data":{}}`, "created", "1764460800", true},
+		{` { "created" : -12 , "data" : {} } `, "created", "-12", true},
+		{`{"id":"evt_1","created":1.5e9}`, "created", "1.5e9", true},
+		{`{"id":"evt_1","created":null}`, "created", "null", true},
+		{`{"a":"x\"y\\","created":7}`, "created", "7", true},
+		{`{"created":"1764460800"}`, "created", `"1764460800"`, true},
+		{`{"id":"evt_1","data":{"created":1},"created":2}`, "created", "", false},
+		{`{"id":"evt_1","list":[1],"created":2}`, "created", "", false},
+		{`{"cre\u0061ted":1}`, "created", "", false},
+		{`{"id":"evt_1"}`, "created", "", false},
+		{`{"id":"evt_1" "created":1}`, "created", "", false},
+		{`{"created":}`, "created", "", false},
+		{`["created",1]`, "created", "", false},
+		{`{"id":"unterminated`, "created", "", false},
+		{``, "created", "", false},
+	} {
+		v, ok := webhooks.LeadingScalar([]byte(c.body), c.name)
+		if string(v) != c.want || ok != c.ok {
+			t.Errorf("LeadingScalar(%s, %q) = %q %v, want %q %v", c.body, c.name, v, ok, c.want, c.ok)
+		}
+	}
+}
+
+// FuzzLeadingScalar: of a JSON object that repeats no name, what
+// LeadingScalar finds is the member's value as json/v2 reads it.
+func FuzzLeadingScalar(f *testing.F) {
+	f.Add([]byte(`{"id":"evt_1","object":"event","created":1764460800,"data":{"object":{}}}`))
+	f.Add([]byte(`{"a":"\u0041","created":true}`))
+	f.Add([]byte(` {"x" : [ ], "created":1}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		v, ok := webhooks.LeadingScalar(body, "created")
+		if !ok {
+			return
+		}
+		var m map[string]jsontext.Value
+		if jsonv2.Unmarshal(body, &m) != nil {
+			return // not JSON, or a name repeated: a hint only
+		}
+		if got, found := m["created"]; !found || !bytes.Equal(got, v) {
+			t.Errorf("LeadingScalar found %q, json/v2 reads %q (found %v) in %q", v, got, found, body)
+		}
+	})
 }

@@ -121,6 +121,8 @@ func New(secrets []string, opts ...Option) *Provider {
 // envelope is a Stripe Event as the handlers read it, decoded once, in one
 // pass, by Verify (or Decode) and kept as the Event's Payload: the
 // envelope, and of data.object the fields any handler reads (dataObject).
+// (Of a likely copy, Verify decodes only its head, and envelopeOf the rest
+// if it is planned.)
 // The rest (request, which old API versions send as a string;
 // previous_attributes; every other field) is skipped, never decoded.
 type envelope struct {
@@ -194,16 +196,33 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	case signedAt.Sub(now) > Tolerance:
 		return webhooks.Event{}, webhooks.Reject("timestamp_in_future", fmt.Errorf("signed %s ahead", signedAt.Sub(now).Round(time.Second)))
 	}
+	// Stripe signs every attempt anew: an attempt signed long after the
+	// event was created is a retry or a resend, which the processor looks
+	// up before it plans it. Of such a delivery only the envelope is
+	// decoded here (its data.object is validated, not read): a copy of a
+	// known event is answered without it, and Plan decodes it if the event
+	// is new after all. Stripe writes "created" before "data", so a new
+	// event is told from a copy without decoding anything.
+	resent := func(created unixSeconds) bool {
+		return created > 0 && webhooks.LikelyResent(signedAt, time.Unix(int64(created), 0))
+	}
+	var hint unixSeconds
+	if v, ok := webhooks.LeadingScalar(body, "created"); ok && hint.UnmarshalJSON(v) == nil && resent(hint) {
+		ev, created, err := decodeHead(body)
+		switch {
+		case err != nil:
+			return webhooks.Event{}, err
+		case resent(created): // as the decode reads it
+			ev.SecretIndex, ev.Resent = matched, true
+			return ev, nil
+		}
+	}
 	ev, err := Decode(body)
 	if err != nil {
 		return webhooks.Event{}, err
 	}
 	ev.SecretIndex = matched
-	// Stripe signs every attempt anew: an attempt signed long after the
-	// event was created is a retry or a resend.
-	if env := ev.Payload.(*envelope); env.Created > 0 {
-		ev.Resent = webhooks.LikelyResent(signedAt, time.Unix(int64(env.Created), 0))
-	}
+	ev.Resent = resent(ev.Payload.(*envelope).Created)
 	return ev, nil
 }
 
@@ -226,23 +245,54 @@ func Decode(body []byte) (webhooks.Event, error) {
 	} else {
 		hasObject = env.Data != nil && env.Data.Object != nil
 	}
+	ev, err := eventOf(body, env.ID, env.Object, env.Type, env.APIVersion, hasObject)
+	ev.Payload = env
+	return ev, err
+}
+
+// eventOf is the Event of a decoded envelope, or why the body is not one.
+func eventOf(body []byte, id, object, typ, apiVersion string, hasObject bool) (webhooks.Event, error) {
 	switch {
-	case env.ID == "" || env.Type == "":
+	case id == "" || typ == "":
 		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no id or type"))
-	case env.Object != "" && env.Object != "event":
-		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %s", quote(env.Object)))
+	case object != "" && object != "event":
+		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %s", quote(object)))
 	case !hasObject:
 		return webhooks.Event{}, webhooks.Reject("missing_data", errors.New("event has no data.object"))
 	}
-	return webhooks.Event{
-		Source:     Source,
-		Key:        env.ID,
-		ID:         env.ID,
-		Type:       env.Type,
-		APIVersion: env.APIVersion,
-		Body:       body,
-		Payload:    env,
-	}, nil
+	return webhooks.Event{Source: Source, Key: id, ID: id, Type: typ, APIVersion: apiVersion, Body: body}, nil
+}
+
+// head is an envelope of which data.object is validated and found, not
+// read: what Verify decodes of a delivery that is likely a copy.
+type head struct {
+	ID         string      `json:"id"`
+	Object     string      `json:"object"`
+	Type       string      `json:"type"`
+	APIVersion string      `json:"api_version"`
+	Created    unixSeconds `json:"created"`
+	Data       *struct {
+		Object present `json:"object"`
+	} `json:"data"`
+}
+
+// present is true of any JSON value but null.
+type present bool
+
+func (p *present) UnmarshalJSON(b []byte) error {
+	*p = string(b) != "null"
+	return nil
+}
+
+// decodeHead is Decode without data.object's fields: the Event has no
+// Payload, and envelopeOf decodes the body when the event is planned.
+func decodeHead(body []byte) (webhooks.Event, unixSeconds, error) {
+	h := new(head)
+	if err := webhooks.UnmarshalSigned(body, h); err != nil {
+		return webhooks.Event{}, 0, webhooks.Reject("malformed_json", err)
+	}
+	ev, err := eventOf(body, h.ID, h.Object, h.Type, h.APIVersion, h.Data != nil && bool(h.Data.Object))
+	return ev, h.Created, err
 }
 
 // envelopeOf returns the event's envelope as Verify decoded it, or decodes
