@@ -9,7 +9,6 @@ package stripe
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -121,19 +120,13 @@ func New(secrets []string, opts ...Option) *Provider {
 // envelope is a Stripe Event as the handlers read it, decoded once, in one
 // pass, by Verify (or Decode) and kept as the Event's Payload: the
 // envelope, and of data.object the fields any handler reads (dataObject).
-// (Of a likely copy, Verify decodes only its head, and envelopeOf the rest
-// if it is planned.)
 // The rest (request, which old API versions send as a string;
-// previous_attributes; every other field) is skipped, never decoded.
+// previous_attributes; every other field) is skipped, never decoded. (Of
+// a likely copy, Verify decodes a skimmed envelope, and envelopeOf this
+// one if the event is planned.)
 type envelope struct {
-	ID         string      `json:"id"`
-	Object     string      `json:"object"`
-	Type       string      `json:"type"`
-	APIVersion string      `json:"api_version"`
-	Created    unixSeconds `json:"created"`
-	Livemode   flag        `json:"livemode"`
-	Account    text        `json:"account"` // a connected account's events: acct_…
-	Data       *struct {
+	eventHead `json:",inline"`
+	Data      *struct {
 		Object *dataObject `json:"object"`
 		// PreviousAttributes are the values an update changed, as they
 		// were: only what a handler reads.
@@ -148,20 +141,36 @@ type envelope struct {
 	objectErr error
 }
 
-// rawEnvelope is the envelope with data.object unread: what Decode falls
-// back to when data.object's fields are not what the handlers expect.
-type rawEnvelope struct {
+// eventHead is the envelope's own members.
+type eventHead struct {
 	ID         string      `json:"id"`
 	Object     string      `json:"object"`
 	Type       string      `json:"type"`
 	APIVersion string      `json:"api_version"`
 	Created    unixSeconds `json:"created"`
 	Livemode   flag        `json:"livemode"`
-	Account    text        `json:"account"`
-	Data       *struct {
-		Object json.RawMessage `json:"object"`
+	Account    text        `json:"account"` // a connected account's events: acct_…
+}
+
+// skimmed is the envelope with data.object validated and found, not read:
+// what Verify decodes of a likely copy, and what Decode falls back to when
+// data.object's fields are not what the handlers expect.
+type skimmed struct {
+	eventHead `json:",inline"`
+	Data      *struct {
+		Object present `json:"object"`
 	} `json:"data"`
 }
+
+// present is true of any JSON value but null.
+type present bool
+
+func (p *present) UnmarshalJSON(b []byte) error {
+	*p = string(b) != "null"
+	return nil
+}
+
+func (s *skimmed) hasObject() bool { return s.Data != nil && bool(s.Data.Object) }
 
 // Verify implements webhooks.Provider: the header is parsed once, every v1
 // signature is tried against every configured secret, the timestamp they
@@ -235,64 +244,44 @@ func Decode(body []byte) (webhooks.Event, error) {
 	if err := webhooks.UnmarshalSigned(body, env); err != nil {
 		// Either the body is no JSON object, or a field of data.object is
 		// not of the type a handler reads: tell them apart.
-		raw := new(rawEnvelope)
-		if rerr := webhooks.UnmarshalSigned(body, raw); rerr != nil {
-			return webhooks.Event{}, webhooks.Reject("malformed_json", rerr)
+		sk := new(skimmed)
+		if serr := webhooks.UnmarshalSigned(body, sk); serr != nil {
+			return webhooks.Event{}, webhooks.Reject("malformed_json", serr)
 		}
-		*env = envelope{ID: raw.ID, Object: raw.Object, Type: raw.Type, APIVersion: raw.APIVersion, Created: raw.Created,
-			Livemode: raw.Livemode, Account: raw.Account, objectErr: err}
-		hasObject = raw.Data != nil && len(raw.Data.Object) > 0 && string(raw.Data.Object) != "null"
+		*env = envelope{eventHead: sk.eventHead, objectErr: err}
+		hasObject = sk.hasObject()
 	} else {
 		hasObject = env.Data != nil && env.Data.Object != nil
 	}
-	ev, err := eventOf(body, env.ID, env.Object, env.Type, env.APIVersion, hasObject)
-	ev.Payload = env
+	ev, err := eventOf(body, env.eventHead, hasObject)
+	if err == nil {
+		ev.Payload = env
+	}
 	return ev, err
 }
 
 // eventOf is the Event of a decoded envelope, or why the body is not one.
-func eventOf(body []byte, id, object, typ, apiVersion string, hasObject bool) (webhooks.Event, error) {
+func eventOf(body []byte, h eventHead, hasObject bool) (webhooks.Event, error) {
 	switch {
-	case id == "" || typ == "":
+	case h.ID == "" || h.Type == "":
 		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no id or type"))
-	case object != "" && object != "event":
-		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %s", quote(object)))
+	case h.Object != "" && h.Object != "event":
+		return webhooks.Event{}, webhooks.Reject("not_an_event", fmt.Errorf("object %s", quote(h.Object)))
 	case !hasObject:
 		return webhooks.Event{}, webhooks.Reject("missing_data", errors.New("event has no data.object"))
 	}
-	return webhooks.Event{Source: Source, Key: id, ID: id, Type: typ, APIVersion: apiVersion, Body: body}, nil
-}
-
-// head is an envelope of which data.object is validated and found, not
-// read: what Verify decodes of a delivery that is likely a copy.
-type head struct {
-	ID         string      `json:"id"`
-	Object     string      `json:"object"`
-	Type       string      `json:"type"`
-	APIVersion string      `json:"api_version"`
-	Created    unixSeconds `json:"created"`
-	Data       *struct {
-		Object present `json:"object"`
-	} `json:"data"`
-}
-
-// present is true of any JSON value but null.
-type present bool
-
-func (p *present) UnmarshalJSON(b []byte) error {
-	*p = string(b) != "null"
-	return nil
+	return webhooks.Event{Source: Source, Key: h.ID, ID: h.ID, Type: h.Type, APIVersion: h.APIVersion, Body: body}, nil
 }
 
 // decodeHead is Decode without data.object's fields: the Event has no
-// Payload, and envelopeOf decodes the body when the event is planned.
+// Payload, and envelopeOf decodes the body if the event is planned.
 func decodeHead(body []byte) (webhooks.Event, unixSeconds, error) {
-	h := new(head)
-	if err := webhooks.UnmarshalSigned(body, h); err != nil {
+	sk := new(skimmed)
+	if err := webhooks.UnmarshalSigned(body, sk); err != nil {
 		return webhooks.Event{}, 0, webhooks.Reject("malformed_json", err)
 	}
-	ev, err := eventOf(body, h.ID, h.Object, h.Type, h.APIVersion, h.Data != nil && bool(h.Data.Object))
-	return ev, h.Created, err
+	ev, err := eventOf(body, sk.eventHead, sk.hasObject())
+	return ev, sk.Created, err
 }
 
 // envelopeOf returns the event's envelope as Verify decoded it, or decodes
