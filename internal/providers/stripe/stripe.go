@@ -215,8 +215,11 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	resent := func(created unixSeconds) bool {
 		return created > 0 && webhooks.LikelyResent(signedAt, time.Unix(int64(created), 0))
 	}
-	var hint unixSeconds
-	if v, ok := webhooks.LeadingScalar(body, "created"); ok && hint.UnmarshalJSON(v) == nil && resent(hint) {
+	var hint unixSeconds // anything but an integer reads as 0: no hint
+	if v, ok := webhooks.LeadingScalar(body, "created"); ok {
+		_ = hint.UnmarshalJSON(v)
+	}
+	if resent(hint) {
 		ev, created, err := decodeHead(body)
 		switch {
 		case err != nil:
