@@ -9,6 +9,7 @@ package stripe
 
 import (
 	"encoding/hex"
+	"encoding/json/jsontext"
 	"errors"
 	"fmt"
 	"net/http"
@@ -367,6 +368,71 @@ type dataObject struct {
 
 	// Customer
 	CustomerEmail *string `json:"email"`
+}
+
+// UnmarshalJSONFrom reads data.object with webhooks.DecodeMembers: a
+// member is read into the field its tag names (TestMemberNamesEveryField),
+// every other is skipped.
+func (o *dataObject) UnmarshalJSONFrom(dec *jsontext.Decoder) error {
+	return webhooks.DecodeMembers(dec, o)
+}
+
+// Member implements webhooks.Members: name is a member's name as sent, and
+// names a field as exactly as json/v2 matches a tag.
+func (o *dataObject) Member(name []byte) any {
+	switch string(name) {
+	case "id":
+		return &o.ID
+	case "currency":
+		return &o.Currency
+	case "customer_email":
+		return &o.Email
+	case "customer":
+		return &o.Customer
+	case "status":
+		return &o.Status
+	case "amount":
+		return &o.Amount
+	case "payment_status":
+		return &o.PaymentStatus
+	case "amount_total":
+		return &o.AmountTotal
+	case "payment_intent":
+		return &o.PaymentIntent
+	case "customer_details":
+		return &o.CustomerDetails
+	case "amount_due":
+		return &o.AmountDue
+	case "amount_paid":
+		return &o.AmountPaid
+	case "attempt_count":
+		return &o.AttemptCount
+	case "amount_refunded":
+		return &o.AmountRefunded
+	case "receipt_email":
+		return &o.ReceiptEmail
+	case "billing_details":
+		return &o.BillingDetails
+	case "current_period_end":
+		return &o.CurrentPeriodEnd
+	case "cancel_at_period_end":
+		return &o.CancelAtPeriodEnd
+	case "trial_end":
+		return &o.TrialEnd
+	case "items":
+		return &o.Items
+	case "charge":
+		return &o.Charge
+	case "reason":
+		return &o.Reason
+	case "evidence_details":
+		return &o.EvidenceDetails
+	case "evidence_due_by":
+		return &o.EvidenceDueBy
+	case "email":
+		return &o.CustomerEmail
+	}
+	return nil
 }
 
 // unixSeconds is an event's created, read only as a hint (see
