@@ -60,12 +60,8 @@ func newPooledWorld(t *testing.T, empty bool) *pooled {
 		}
 		_ = b.Stop()
 	})
-	pu, _ := url.Parse(b.URL(strings.TrimPrefix(u.Path, "/")))
-	q := pu.Query()
-	q.Del(db.ExecModeParam)
-	pu.RawQuery = q.Encode()
 	w := &world{DBURL: direct, DB: openPool(t, direct), SMTP: mailtest.NewServer(t), API: fulfillmenttest.NewServer(t)}
-	return &pooled{world: w, PoolerURL: pu.String(), bouncer: b}
+	return &pooled{world: w, PoolerURL: b.PlainURL(strings.TrimPrefix(u.Path, "/")), bouncer: b}
 }
 
 // env is the receiver's environment behind the pooler.

@@ -91,12 +91,14 @@ func TestLoad(t *testing.T) {
 	})
 	t.Run("PoolerTransaction", func(t *testing.T) {
 		for _, tc := range []struct{ url, want, wantErr string }{
-			{"postgres://u:p@pgbouncer:6432/receiver", "postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=exec", ""},
+			{"postgres://u:p@pgbouncer:6432/receiver", "postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=cache_describe", ""},
+			{"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=exec",
+				"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=exec", ""},
 			{"postgres://u:p@pgbouncer:6432/receiver?sslmode=require&default_query_exec_mode=simple_protocol",
 				"postgres://u:p@pgbouncer:6432/receiver?sslmode=require&default_query_exec_mode=simple_protocol", ""},
 			{"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=cache_describe",
 				"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=cache_describe", ""},
-			{"host=pgbouncer port=6432 dbname=receiver", "host=pgbouncer port=6432 dbname=receiver default_query_exec_mode=exec", ""},
+			{"host=pgbouncer port=6432 dbname=receiver", "host=pgbouncer port=6432 dbname=receiver default_query_exec_mode=cache_describe", ""},
 			{"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=cache_statement", "",
 				"default_query_exec_mode=cache_statement cannot work through a transaction-mode pooler: it prepares named statements"},
 			{"postgres://u:p@pgbouncer:6432/receiver?default_query_exec_mode=describe_exec", "",
@@ -228,7 +230,7 @@ func TestLogValueMasksSecrets(t *testing.T) {
 		}
 	}
 	for _, shown := range []string{"localhost:5432", "whsec_****", "LEASE_DURATION", "5m0s", "db-direct:5432",
-		`"DATABASE_POOLER":"transaction"`, "default_query_exec_mode=exec"} {
+		`"DATABASE_POOLER":"transaction"`, "default_query_exec_mode=cache_describe"} {
 		if !strings.Contains(out, shown) {
 			t.Errorf("log line lacks %q: %s", shown, out)
 		}

@@ -34,10 +34,15 @@ const ExecModeParam = "default_query_exec_mode"
 
 // DefaultPoolerExecMode is the mode PoolerURL gives a URL that names none:
 // each statement (and each statement of a pipelined batch) goes as Parse,
-// Bind, Describe and Execute of the unnamed statement, with text-encoded
-// parameters, in the same round trip as the rest, so nothing outlives the
-// transaction.
-const DefaultPoolerExecMode = "exec"
+// Bind, Describe and Execute of the unnamed statement, in the same round
+// trip as the rest, so nothing outlives the transaction on the server; the
+// connection keeps each statement's description (learnt in a round trip
+// of its own at its first use), so its parameters go in binary as they do
+// directly. In the exec mode they go as text: a stored body as hex, twice
+// its size, encoded by pgx and decoded by PostgreSQL (through PgBouncer
+// 1.18, about 40 µs more of the receiver's CPU per new 5.7 KB event:
+// BENCHMARKS.md, "Changes of 2026-12-06").
+const DefaultPoolerExecMode = "cache_describe"
 
 // poolerExecModes are pgx's modes and whether each is safe through a
 // transaction-mode pooler that does not track protocol-level prepared
@@ -61,9 +66,9 @@ var poolerExecModes = map[string]string{
 }
 
 // PoolerURL returns databaseURL ready for a transaction-mode pooler: with
-// default_query_exec_mode=exec added when it names no mode, unchanged when
-// it names exec, simple_protocol or cache_describe, and an error when it
-// names a mode that needs a server connection's state across round trips
+// default_query_exec_mode=cache_describe added when it names no mode,
+// unchanged when it names exec, simple_protocol or cache_describe, and an
+// error when it names a mode that needs a server connection's state across round trips
 // (cache_statement, pgx's default, or describe_exec). databaseURL is a
 // postgres:// URL or a keyword/value connection string.
 func PoolerURL(databaseURL string) (string, error) {

@@ -19,7 +19,8 @@
 // transaction only: session state (SET, session advisory locks, LISTEN,
 // protocol-level prepared statements, which PgBouncer 1.18 does not track)
 // does not survive from one transaction to the next. A pgx client through
-// it needs default_query_exec_mode=exec (or simple_protocol) in its URL.
+// it needs default_query_exec_mode=exec, cache_describe (the receiver's,
+// db.PoolerURL) or simple_protocol in its URL.
 package pgbouncer
 
 import (
@@ -147,8 +148,13 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 // default_query_exec_mode=exec so that pgx prepares no named statements
 // (which a transaction-mode PgBouncer 1.18 cannot keep).
 func (b *Bouncer) URL(dbname string) string {
-	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable&default_query_exec_mode=exec",
-		url.PathEscape(b.user), b.port, url.PathEscape(dbname))
+	return b.PlainURL(dbname) + "&default_query_exec_mode=exec"
+}
+
+// PlainURL is URL without a query exec mode: what a receiver is given
+// with DATABASE_POOLER=transaction, which adds its own (db.PoolerURL).
+func (b *Bouncer) PlainURL(dbname string) string {
+	return fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", url.PathEscape(b.user), b.port, url.PathEscape(dbname))
 }
 
 // Port returns the port PgBouncer listens on, on 127.0.0.1.

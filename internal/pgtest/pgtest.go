@@ -18,7 +18,7 @@
 //
 // With TEST_DATABASE_POOLER=transaction, Main also starts a PgBouncer in
 // transaction mode (internal/pgbouncer) in front of the server, and NewDB
-// and NewPool give URLs through it, in pgx's exec mode, as a receiver
+// and NewPool give URLs through it, in the query exec mode a receiver
 // behind such a pooler runs (DATABASE_POOLER=transaction): the same tests
 // then prove that nothing the code under test does needs a session.
 // SessionURL gives the direct URL of the same database, for what must hold
@@ -188,7 +188,13 @@ func NewDB(tb testing.TB) string {
 	tb.Cleanup(func() { dropDB(tb, admin, name) })
 
 	if bouncer != nil {
-		return bouncer.URL(name)
+		// With the exec mode a receiver given DATABASE_POOLER=transaction
+		// adds to a URL that names none.
+		u, err := db.PoolerURL(bouncer.PlainURL(name))
+		if err != nil {
+			tb.Fatalf("pgtest: %v", err)
+		}
+		return u
 	}
 	u, err := databaseURL(admin, name)
 	if err != nil {

@@ -153,7 +153,7 @@ func (s *Store) FinishRun(ctx context.Context, id int64, t Tally, summary any, r
 		return fmt.Errorf("record run %d: %w", id, err)
 	}
 	// The summary goes as JSON text: a []byte would be sent as bytea text
-	// ("\x7b…") in pgx's exec mode, which a transaction-mode pooler needs.
+	// ("\x7b…") in pgx's exec mode, which a user may name behind a pooler.
 	if _, err := s.pool.Exec(ctx, finishRunSQL, id, result, t.Found, t.Missed, t.Unresolved, string(b), msg); err != nil {
 		return fmt.Errorf("record run %d: %w", id, err)
 	}

@@ -92,8 +92,9 @@ func newRig(t *testing.T, opts webhooks.Options) *rig {
 }
 
 // unpreparedPool is a pool of a fresh test database that prepares nothing
-// (pgx's exec mode, as DATABASE_POOLER=transaction configures it): every
-// statement is parsed and planned where it is sent.
+// and keeps no description (pgx's exec mode, which a user may name behind
+// a transaction-mode pooler): every statement is parsed and planned where
+// it is sent, every parameter sent as text.
 func unpreparedPool(t *testing.T) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.NewDB(t))
@@ -241,9 +242,10 @@ func TestThreeOutcomes(t *testing.T) {
 	threeOutcomes(t, newRig(t, webhooks.Options{Lease: 5 * time.Minute}))
 }
 
-// TestThreeOutcomesUnprepared: the same behind a transaction-mode pooler,
-// where nothing is prepared (pgx's exec mode sends every parameter as
-// text).
+// TestThreeOutcomesUnprepared: the same in the exec mode a user may name
+// behind a transaction-mode pooler, where nothing is prepared and every
+// parameter goes as text (make test's pass through PgBouncer runs the
+// receiver's own mode, cache_describe).
 func TestThreeOutcomesUnprepared(t *testing.T) {
 	threeOutcomes(t, newRigOn(t, unpreparedPool(t), webhooks.Options{Lease: 5 * time.Minute}))
 }

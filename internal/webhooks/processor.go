@@ -207,7 +207,7 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 			status = ClaimSkipped
 		}
 		// The payload goes as JSON text: a []byte is bytea to pgx, sent
-		// as "\x…" in the exec mode a transaction-mode pooler needs.
+		// as "\x…" in the exec mode a user may name behind a pooler.
 		args := append(slices.Clip(it.args), StepKey(ev.Key, s.Name), ev.Source, ev.Key, s.Name, s.Kind,
 			string(payload), tp, string(status), why)
 		b.Queue(stepInsertSQL(it.sql, len(it.args)), args...)

@@ -197,10 +197,11 @@ func (b *bench) phase7(ctx context.Context) error {
 	}
 
 	// The receiver as a user configures it behind a transaction-mode
-	// pooler: DATABASE_POOLER=transaction (pgx's exec mode, no named
-	// statements), its migrations and locks on a direct session.
+	// pooler: DATABASE_POOLER=transaction (no named statements; its URL
+	// names no query exec mode, so the receiver picks its own), its
+	// migrations and locks on a direct session.
 	recv, err := b.startReceiver(ctx, "receiver (PgBouncer)", "precv", map[string]string{
-		"DATABASE_URL": bouncer.URL("precv"), "DATABASE_POOLER": "transaction",
+		"DATABASE_URL": bouncer.PlainURL("precv"), "DATABASE_POOLER": "transaction",
 		"DATABASE_SESSION_URL": b.url("precv"), "DB_MAX_CONNS": strconv.Itoa(c),
 	})
 	if err != nil {
