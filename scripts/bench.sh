@@ -2,7 +2,7 @@
 # Measures the receiver against the copied dedupe snippet (on net/http, the
 # headline baseline, and on Echo) and against pgbench running the same SQL,
 # on a fresh durable PostgreSQL cluster, directly and through PgBouncer, and
-# writes BENCHMARKS.md (about 16 minutes), keeping its hand-written part.
+# writes BENCHMARKS.md (about 20 minutes), keeping its hand-written part.
 # Arguments go to bench/cmd/benchrun: -quick for a smoke run of a few
 # minutes, -phases 1,2 -rounds 4 to run some phases only, -h for every flag.
 # The cost windows' pprof profiles go to var/bench-profiles. `make bench`

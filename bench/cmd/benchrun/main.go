@@ -120,7 +120,7 @@ Measures the receiver against the copied snippet (net/http and Echo) and pgbench
 on a fresh durable PostgreSQL cluster and writes the report (-out). Phases: 1 new
 events, 2 replays, 3 steps with a 200 ms API, 4 growth to -rows rows, 5 memory and
 p99, 6 redriver drain, 7 new events through PgBouncer (transaction mode). The
-default run takes about 16 minutes; -quick about 4.
+default run takes about 20 minutes; -quick about 4.
 
 Flags:
 `)
@@ -135,7 +135,7 @@ Flags:
 	fs.StringVar(&o.command, "command", "", "the command line the report says it was run with (default: $BENCH_COMMAND, set by scripts/bench.sh, else benchrun's own)")
 	phases := fs.String("phases", "1,2,3,4,5,6,7", "phases to run, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run: defaults "+quickText()+" (flags given explicitly win)")
-	fs.IntVar(&o.rounds, "rounds", 10, "rounds of phases 1, 2 and 4 (each round: one slot per side; phases 3 and 5 run half as many)")
+	fs.IntVar(&o.rounds, "rounds", 16, "rounds of phases 1, 2 and 4 (each round: one slot per side; phases 3 and 5 run half as many)")
 	fs.DurationVar(&o.slot, "slot", 2*time.Second, "measured time of one slot (pgbench: whole seconds)")
 	fs.DurationVar(&o.slotWarmup, "slot-warmup", 500*time.Millisecond, "loadgen's warm-up before each slot, not measured")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up of each server before a phase's rounds")
