@@ -188,8 +188,8 @@ func NewDB(tb testing.TB) string {
 	tb.Cleanup(func() { dropDB(tb, admin, name) })
 
 	if bouncer != nil {
-		// With the exec mode a receiver given DATABASE_POOLER=transaction
-		// adds to a URL that names none.
+		// As a receiver given DATABASE_POOLER=transaction opens it: with
+		// the query exec mode it adds to a URL that names none.
 		u, err := db.PoolerURL(bouncer.PlainURL(name))
 		if err != nil {
 			tb.Fatalf("pgtest: %v", err)

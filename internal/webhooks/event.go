@@ -198,8 +198,8 @@ type Members interface {
 // to, every other member skipped; null leaves o as it is. It is what
 // json/v2 does for a struct, without the two look-ups of every member it
 // does not know (by its name, then by its case-folded name, in maps):
-// a provider's object has dozens of those (a Stripe invoice, 69 members,
-// is read for 6), and the look-ups were a third of its decode.
+// a provider's object has dozens of those (a Stripe invoice of 69 members
+// is read for about ten), and the look-ups were a third of its decode.
 func DecodeMembers(dec *jsontext.Decoder, o Members) error {
 	switch dec.PeekKind() {
 	case 'n':
