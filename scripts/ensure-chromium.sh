@@ -39,8 +39,9 @@ fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "Chromium not found: installing Debian's chromium package (for the console's browser tests)" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
+  # Another apt-get (a second make test on the machine) may hold the lock: wait up to 10 minutes for it.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends chromium fonts-dejavu-core >/dev/null
   find_chromium && exit 0
 fi
 

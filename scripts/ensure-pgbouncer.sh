@@ -18,10 +18,11 @@ have_pgbouncer && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "pgbouncer not found: installing Debian's pgbouncer package" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
+  # Another apt-get (a second make test on the machine) may hold the lock: wait up to 10 minutes for it.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
   # The package's own service is not wanted: internal/pgbouncer starts its
   # own PgBouncer with a configuration in a temporary directory.
-  apt-get install -y -qq --no-install-recommends pgbouncer >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends pgbouncer >/dev/null
   if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet pgbouncer 2>/dev/null; then
     systemctl stop pgbouncer || true
   fi

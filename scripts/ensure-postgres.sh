@@ -18,8 +18,9 @@ have_pg && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "PostgreSQL server binaries not found: installing Debian's postgresql package" >&2
   export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq postgresql >/dev/null
+  # Another apt-get (a second make test on the machine) may hold the lock: wait up to 10 minutes for it.
+  apt-get -o DPkg::Lock::Timeout=600 update -qq
+  apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql >/dev/null
   have_pg && exit 0
 fi
 
