@@ -68,9 +68,9 @@ var poolerExecModes = map[string]string{
 // PoolerURL returns databaseURL ready for a transaction-mode pooler: with
 // default_query_exec_mode=cache_describe added when it names no mode,
 // unchanged when it names exec, simple_protocol or cache_describe, and an
-// error when it names a mode that needs a server connection's state across round trips
-// (cache_statement, pgx's default, or describe_exec). databaseURL is a
-// postgres:// URL or a keyword/value connection string.
+// error when it names a mode that needs a server connection's state across
+// round trips (cache_statement, pgx's default, or describe_exec).
+// databaseURL is a postgres:// URL or a keyword/value connection string.
 func PoolerURL(databaseURL string) (string, error) {
 	mode, set := ExecMode(databaseURL)
 	if !set {

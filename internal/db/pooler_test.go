@@ -39,13 +39,10 @@ func TestPoolerExecModes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = b.Stop() })
-	pooled, _ := url.Parse(b.URL(strings.TrimPrefix(u.Path, "/")))
-	q := pooled.Query()
-	q.Del(db.ExecModeParam)
-	pooled.RawQuery = q.Encode()
+	plain := b.PlainURL(strings.TrimPrefix(u.Path, "/"))
 
 	work := func(mode string) error {
-		connURL := pooled.String()
+		connURL := plain
 		if mode != "" {
 			connURL += "&" + db.ExecModeParam + "=" + mode
 		}

@@ -87,7 +87,7 @@ func TestStart(t *testing.T) {
 	})
 
 	t.Run("TransactionMode", func(t *testing.T) {
-		cfg, err := pgx.ParseConfig(strings.Replace(b.URL("pgbouncer"), "default_query_exec_mode=exec", "default_query_exec_mode=simple_protocol", 1))
+		cfg, err := pgx.ParseConfig(b.PlainURL("pgbouncer") + "&default_query_exec_mode=simple_protocol")
 		if err != nil {
 			t.Fatal(err)
 		}
