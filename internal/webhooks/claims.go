@@ -389,15 +389,21 @@ func (a attempt) args(ls leasedStep, why string, cause error) []any {
 
 // reopenSteps gives back, for a replay, the steps of an event with the
 // keys given (parked ones, and skipped ones this process can now run),
-// with their attempts reset, so that the replay takes them.
-func reopenSteps(ctx context.Context, q Querier, keys []string) error {
+// with their attempts reset, so that the replay takes them. Their
+// next_attempt_at is one lease away: the replay's take does not wait for
+// it, the redriver does, so that the replay runs what it reopened (and
+// reports what became of it) instead of finding it done by a redriver
+// that took it first; if the replay fails before it takes them, the
+// redriver runs them a lease later, as it would a dead worker's.
+func reopenSteps(ctx context.Context, q Querier, keys []string, lease time.Duration) error {
 	if len(keys) == 0 {
 		return nil
 	}
 	_, err := q.Exec(ctx, `
 UPDATE processed_events
-SET status = 'in_progress', claimed_at = '-infinity', attempts = 0, next_attempt_at = NULL, completed_at = NULL
-WHERE event_key = ANY ($1) AND kind = 'step' AND status IN ('parked', 'skipped')`, keys)
+SET status = 'in_progress', claimed_at = '-infinity', attempts = 0, completed_at = NULL,
+    next_attempt_at = now() + $2 * interval '1 millisecond'
+WHERE event_key = ANY ($1) AND kind = 'step' AND status IN ('parked', 'skipped')`, keys, lease.Milliseconds())
 	return dbError("reopen steps", err)
 }
 

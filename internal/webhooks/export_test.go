@@ -11,6 +11,10 @@ import (
 // transaction commits and before its steps run.
 func SetAfterEventCommit(p *Processor, f func(Event)) { p.afterEventCommit = f }
 
+// SetAfterReopen installs a hook that runs when a replay has given back
+// an event's parked or skipped steps and before it takes them.
+func SetAfterReopen(p *Processor, f func(Event)) { p.afterReopen = f }
+
 // Lease is a step claim held in a test.
 type Lease = leasedStep
 

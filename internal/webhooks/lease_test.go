@@ -510,6 +510,53 @@ func TestPermanentFailureParks(t *testing.T) {
 	}
 }
 
+// TestReplayRunsWhatItReopens: an operator's replay gives back a parked
+// step and runs it itself, and says so (processed), even when the
+// redriver polls in between: the redriver leaves a reopened step to the
+// replay for one lease, after which it would run it (a replay that died).
+func TestReplayRunsWhatItReopens(t *testing.T) {
+	ctx := context.Background()
+	const lease = 5 * time.Minute
+	r := newRig(t, webhooks.Options{Lease: lease})
+	r.api.SetStatus(422)
+	if a := r.deliver(t, "evt_reopen"); a.status != 200 || !strings.Contains(a.body, `"parked"`) {
+		t.Fatalf("delivery answered %d %s, want 200 with outcome parked", a.status, a.body)
+	}
+	r.api.SetStatus(0)
+	hooked := false
+	webhooks.SetAfterReopen(r.proc, func(webhooks.Event) {
+		hooked = true
+		var due time.Duration
+		if err := r.pool.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM next_attempt_at - now()) * 1e9, 0)::bigint
+			FROM processed_events WHERE event_key = 'evt_reopen/fulfillment'`).Scan(&due); err != nil {
+			t.Fatal(err)
+		}
+		if due <= lease-time.Minute || due > lease {
+			t.Errorf("the reopened step is due for the redriver in %v, want one lease (%v)", due, lease)
+		}
+		if ran, _, err := r.proc.RedriveOnce(ctx, 10); err != nil || ran != 0 {
+			t.Errorf("the redriver ran %d steps (%v) between the replay's reopening and its take, want 0", ran, err)
+		}
+	})
+	ev, err := webhooks.LoadEvent(ctx, r.pool, "evt_reopen")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.proc.Replay(ctx, testProvider{}, ev)
+	if err != nil || res.Outcome != webhooks.OutcomeProcessed {
+		t.Fatalf("replay: %+v, %v; want processed", res, err)
+	}
+	if !hooked {
+		t.Fatal("the replay reopened nothing")
+	}
+	if st := r.step(t, "evt_reopen/fulfillment"); st.Status != "done" || st.Attempts != 1 {
+		t.Errorf("step = %+v, want done at its first attempt since the replay", st)
+	}
+	if n := len(r.api.Requests()); n != 2 {
+		t.Errorf("the fulfillment API was called %d times, want 2 (the refused call and the replay's)", n)
+	}
+}
+
 // TestStepErrorsNameNoCustomer: a fulfillment API that echoes the order's
 // customer_email in its refusal, as APIs often do, leaves no address in
 // last_error, in the attempt's recorded error, or in any log line.

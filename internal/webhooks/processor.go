@@ -77,6 +77,9 @@ type Processor struct {
 	// transaction commits and before its steps run: where a crash leaves
 	// leased steps behind.
 	afterEventCommit func(Event)
+	// afterReopen, when set by a test, runs when a replay has given back
+	// an event's parked or skipped steps and before it takes them.
+	afterReopen func(Event)
 }
 
 // NewProcessor returns a processor over pool that runs steps of the given

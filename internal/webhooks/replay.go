@@ -55,7 +55,8 @@ ORDER BY event_key = $1 DESC LIMIT 2`, key)
 // transaction (a replay that fails leaves it parked), and parked or skipped
 // steps that this process can run are given back with their attempts
 // reset; those it cannot run (their kind is not configured here) stay as
-// they are.
+// they are. The redriver leaves the steps it gives back to the replay for
+// one lease (reopenSteps).
 func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (res Result, err error) {
 	ctx, span := p.replaySpan(ctx, ev)
 	defer func() {
@@ -78,8 +79,11 @@ func (p *Processor) Replay(ctx context.Context, prov Provider, ev Event) (res Re
 			reopen = append(reopen, s.Key)
 		}
 	}
-	if err := reopenSteps(ctx, p.pool, reopen); err != nil {
+	if err := reopenSteps(ctx, p.pool, reopen, p.opts.Lease); err != nil {
 		return Result{}, err
+	}
+	if p.afterReopen != nil {
+		p.afterReopen(ev)
 	}
 	return p.process(ctx, prov, ev, reclaimSQL, reclaimArgs), nil
 }
