@@ -58,11 +58,20 @@ type Options struct {
 	Types      []string
 	FailedOnly bool
 	DryRun     bool
+	// Settle leaves events younger than this to the next run: their
+	// delivery may be under way. Zero: up to the newest event.
+	Settle time.Duration
 	// Trigger is recorded with the run: TriggerCLI by default.
 	Trigger string
 	// Out, when set, receives a line per event or finding, and progress on
 	// long runs.
 	Out io.Writer
+	// OnEvent, when set, is called for every event listed, in order, with
+	// what became of it (Events).
+	OnEvent func(EventReport)
+	// Progress, when set, is called with the summary so far after every
+	// batch of events (Events).
+	Progress func(EventSummary)
 }
 
 // Summary is what a run found and did.

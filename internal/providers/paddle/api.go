@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"iter"
 	"net/http"
 	"net/url"
@@ -53,37 +52,6 @@ import (
 // MaxPageSize is the largest per_page Paddle answers.
 const MaxPageSize = 200
 
-// ListedEvent is one event as Paddle's API returned it.
-type ListedEvent struct {
-	ID   string
-	Type string
-	// OccurredAt is the event's occurred_at; zero when it cannot be read
-	// (such an event is in every window).
-	OccurredAt time.Time
-	// Raw is the event's JSON object byte for byte as it appears in the
-	// API's response.
-	Raw []byte
-}
-
-// Query selects the events to list.
-type Query struct {
-	// Since lists the events that occurred at or after it: the listing
-	// starts after the newest event older than Since, found by listing
-	// newest first down to it (Paddle's events API has no time filter).
-	// Zero: every event Paddle keeps (90 days).
-	Since time.Time
-	// Until stops the listing at the first event that occurred after it
-	// (ids are in creation order: every later one is younger still). Zero:
-	// up to the newest.
-	Until time.Time
-	// After lists the events after this one (an event id), and overrides
-	// Since. An id Paddle refuses (older than it keeps) is replaced by
-	// Since, or by the oldest event Paddle keeps.
-	After string
-	// Types filters on event types (event_type).
-	Types []string
-}
-
 // APIConfig configures the Paddle API client.
 type APIConfig struct {
 	// Key is the API key (PADDLE_API_KEY), with the permission to read
@@ -105,38 +73,26 @@ type APIConfig struct {
 // is https://sandbox-api.paddle.com.
 const DefaultAPIBase = "https://api.paddle.com"
 
-// API lists events from Paddle's List Events API.
+// API is Paddle's API.
 type API struct {
-	base     string
-	key      string
-	hc       *http.Client
+	*reconcile.API
 	pageSize int
-	retries  int
 }
 
-// NewAPI returns a client of Paddle's List Events API.
+// NewAPI returns a client of Paddle's API.
 func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Key == "" {
 		return nil, errors.New("paddle api: no API key")
 	}
-	base := strings.TrimRight(cfg.BaseURL, "/")
-	if base == "" {
-		base = DefaultAPIBase
+	api, err := reconcile.NewAPI(reconcile.APIConfig{Base: cfg.BaseURL, DefaultBase: DefaultAPIBase,
+		Header:     http.Header{"Authorization": {"Bearer " + cfg.Key}, "Accept": {"application/json"}},
+		HTTPClient: cfg.HTTPClient, MaxRetries: cfg.MaxRetries, Error: apiError})
+	if err != nil {
+		return nil, fmt.Errorf("paddle api: %w", err)
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		c, err := reconcile.NewClient(base)
-		if err != nil {
-			return nil, fmt.Errorf("paddle api: %w", err)
-		}
-		hc = c
-	}
-	a := &API{base: base, key: cfg.Key, hc: hc, pageSize: cfg.PageSize, retries: 2}
+	a := &API{API: api, pageSize: cfg.PageSize}
 	if a.pageSize <= 0 || a.pageSize > MaxPageSize {
 		a.pageSize = MaxPageSize
-	}
-	if cfg.MaxRetries != nil {
-		a.retries = max(*cfg.MaxRetries, 0)
 	}
 	return a, nil
 }
@@ -152,16 +108,40 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("paddle api: status %d, code %s: %s", e.Status, e.Code, e.Detail)
 }
 
-// Events lists the events q selects in creation order, oldest first,
-// yielding each with its raw JSON; a failure is yielded once, last. It
-// holds one page in memory.
-func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error] {
-	return func(yield func(ListedEvent, error) bool) {
-		after := q.After
-		if after == "" && !q.Since.IsZero() {
-			b, err := a.boundary(ctx, q)
+// apiError reads an error answer: {"error": {"type", "code", "detail"}}.
+func apiError(status int, body []byte) error {
+	var e struct {
+		Error struct {
+			Code   string `json:"code"`
+			Detail string `json:"detail"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return &APIError{Status: status, Code: webhooks.Quote(e.Error.Code, 64), Detail: webhooks.Quote(e.Error.Detail, 200)}
+}
+
+// List lists the events of the window w in creation order, oldest first,
+// each with its raw JSON (At its occurred_at; zero when it cannot be read,
+// and such an event is in every window); a failure is yielded once, last.
+// It holds one page in memory.
+//
+// Paddle's events API has no time filter: from w.Since, the listing starts
+// after the newest event older than Since, found by listing newest first
+// down to it; zero: every event Paddle keeps (90 days). It stops at the
+// first event that occurred after w.Until (ids are in creation order:
+// every later one is younger still). w.After (an event id) overrides Since;
+// an id Paddle refuses (older than it keeps) is replaced by Since, or by
+// the oldest event Paddle keeps. w.Types filter on event_type.
+func (a *API) List(ctx context.Context, w reconcile.Window) iter.Seq2[reconcile.Listed, error] {
+	if w.After.ID == "" && !w.After.Created.IsZero() {
+		w.Since = w.After.Created // a window's start pinned by a run that found nothing
+	}
+	return func(yield func(reconcile.Listed, error) bool) {
+		after := w.After.ID
+		if after == "" && !w.Since.IsZero() {
+			b, err := a.boundary(ctx, w)
 			if err != nil {
-				yield(ListedEvent{}, err)
+				yield(reconcile.Listed{}, err)
 				return
 			}
 			after = b
@@ -169,16 +149,16 @@ func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error]
 		pages := reconcile.NewPages(ctx)
 		first := true
 		for {
-			evs, more, err := a.page(ctx, "id[ASC]", after, q.Types, pages)
+			evs, more, err := a.page(ctx, "id[ASC]", after, w.Types, pages)
 			var ae *APIError
-			if first && after != "" && after == q.After && errors.As(err, &ae) &&
+			if first && after != "" && after == w.After.ID && errors.As(err, &ae) &&
 				(ae.Status == http.StatusNotFound || ae.Status == http.StatusBadRequest) {
 				// Paddle does not take the cursor (any more): start again
 				// from Since, or from the oldest event it keeps.
 				after, first = "", false
-				if !q.Since.IsZero() {
-					if after, err = a.boundary(ctx, q); err != nil {
-						yield(ListedEvent{}, err)
+				if !w.Since.IsZero() {
+					if after, err = a.boundary(ctx, w); err != nil {
+						yield(reconcile.Listed{}, err)
 						return
 					}
 				}
@@ -187,11 +167,11 @@ func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error]
 			}
 			first = false
 			if err != nil {
-				yield(ListedEvent{}, err)
+				yield(reconcile.Listed{}, err)
 				return
 			}
 			for _, ev := range evs {
-				if !q.Until.IsZero() && ev.OccurredAt.After(q.Until) {
+				if !w.Until.IsZero() && ev.At.After(w.Until) {
 					return
 				}
 				if !yield(ev, nil) {
@@ -206,19 +186,19 @@ func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error]
 	}
 }
 
-// boundary finds where a listing from q.Since starts: the newest event
+// boundary finds where a listing from w.Since starts: the newest event
 // that occurred before it, listing newest first ("": every event Paddle
 // keeps is within the window).
-func (a *API) boundary(ctx context.Context, q Query) (string, error) {
+func (a *API) boundary(ctx context.Context, w reconcile.Window) (string, error) {
 	pages := reconcile.NewPages(ctx)
 	after := ""
 	for {
-		evs, more, err := a.page(ctx, "id[DESC]", after, q.Types, pages)
+		evs, more, err := a.page(ctx, "id[DESC]", after, w.Types, pages)
 		if err != nil {
 			return "", err
 		}
 		for _, ev := range evs {
-			if !ev.OccurredAt.IsZero() && ev.OccurredAt.Before(q.Since) {
+			if !ev.At.IsZero() && ev.At.Before(w.Since) {
 				return ev.ID, nil
 			}
 		}
@@ -231,7 +211,7 @@ func (a *API) boundary(ctx context.Context, q Query) (string, error) {
 
 // page fetches one page of events in order, after an event id, following
 // the listing's pages.
-func (a *API) page(ctx context.Context, order, after string, types []string, pages *reconcile.Pages) ([]ListedEvent, bool, error) {
+func (a *API) page(ctx context.Context, order, after string, types []string, pages *reconcile.Pages) ([]reconcile.Listed, bool, error) {
 	if err := pages.Next("after=" + after); err != nil {
 		return nil, false, fmt.Errorf("list paddle events: %w", err)
 	}
@@ -244,7 +224,7 @@ func (a *API) page(ctx context.Context, order, after string, types []string, pag
 	if len(types) > 0 {
 		v.Set("event_type", strings.Join(types, ","))
 	}
-	body, err := a.get(ctx, a.base+"/events?"+v.Encode())
+	body, err := a.Get(ctx, "/events", v)
 	if err != nil {
 		return nil, false, fmt.Errorf("list paddle events: %w", err)
 	}
@@ -260,7 +240,7 @@ func (a *API) page(ctx context.Context, order, after string, types []string, pag
 		return nil, false, fmt.Errorf("list paddle events: page: %w", err)
 	}
 	more := p.Meta.Pagination != nil && p.Meta.Pagination.HasMore
-	evs := make([]ListedEvent, 0, len(p.Data))
+	evs := make([]reconcile.Listed, 0, len(p.Data))
 	for i, raw := range p.Data {
 		var head struct {
 			EventID    string `json:"event_id"`
@@ -270,9 +250,9 @@ func (a *API) page(ctx context.Context, order, after string, types []string, pag
 		if err := json.Unmarshal(raw, &head); err != nil || head.EventID == "" {
 			return nil, false, fmt.Errorf("list paddle events: event %d of the page has no event_id", i)
 		}
-		ev := ListedEvent{ID: head.EventID, Type: head.EventType, Raw: bytes.Clone(raw)}
+		ev := reconcile.Listed{ID: head.EventID, Type: head.EventType, Raw: bytes.Clone(raw)}
 		if at, err := time.Parse(time.RFC3339Nano, head.OccurredAt); err == nil {
-			ev.OccurredAt = at
+			ev.At = at
 		}
 		evs = append(evs, ev)
 	}
@@ -280,65 +260,4 @@ func (a *API) page(ctx context.Context, order, after string, types []string, pag
 		return nil, false, fmt.Errorf("list paddle events: %w", err)
 	}
 	return evs, more, nil
-}
-
-// get fetches url with the key, trying again after 429, a 5xx or no
-// answer, and returns the body of a 2xx.
-func (a *API) get(ctx context.Context, u string) ([]byte, error) {
-	for attempt := 0; ; attempt++ {
-		body, retryAfter, err := a.getOnce(ctx, u)
-		if err == nil || attempt >= a.retries || retryAfter < 0 || ctx.Err() != nil {
-			return body, err
-		}
-		wait := max(retryAfter, time.Second<<attempt)
-		t := time.NewTimer(min(wait, 30*time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
-}
-
-// getOnce makes one request. retryAfter is negative when trying again
-// cannot help, else how long the API asked to wait (0: not said).
-func (a *API) getOnce(ctx context.Context, u string) (body []byte, retryAfter time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, -1, err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.key)
-	req.Header.Set("Accept", "application/json")
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		if errors.Is(err, reconcile.ErrStopped) {
-			return nil, -1, err
-		}
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	body, err = io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, -1, err
-	}
-	if resp.StatusCode/100 == 2 {
-		return body, 0, nil
-	}
-	var e struct {
-		Error struct {
-			Code   string `json:"code"`
-			Detail string `json:"detail"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(body, &e)
-	apiErr := &APIError{Status: resp.StatusCode, Code: webhooks.Quote(e.Error.Code, 64), Detail: webhooks.Quote(e.Error.Detail, 200)}
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
-		return nil, -1, apiErr
-	}
-	retryAfter = 0
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		retryAfter = time.Duration(s) * time.Second
-	}
-	return nil, retryAfter, apiErr
 }

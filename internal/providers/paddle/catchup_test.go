@@ -27,7 +27,7 @@ type paddleEnv struct {
 	pool  *pgxpool.Pool
 	store *reconcile.Store
 	proc  *reconciletest.ClaimingProcessor
-	rec   *paddle.CatchUp
+	rec   *reconcile.Events
 	now   time.Time
 }
 
@@ -46,9 +46,9 @@ func newPaddleEnv(t *testing.T, pageSize int) *paddleEnv {
 	e := &paddleEnv{api: paddletest.New(t, paddleKey), pool: pgtest.NewPool(t), now: time.Now().Truncate(time.Second)}
 	e.store = reconcile.NewStore(e.pool)
 	e.proc = &reconciletest.ClaimingProcessor{Pool: e.pool}
-	e.rec = &paddle.CatchUp{
-		API:       newPaddleAPI(t, e.api, pageSize),
-		Decode:    paddle.Decode,
+	e.rec = &reconcile.Events{Source: paddle.Source, 
+		Lister:       newPaddleAPI(t, e.api, pageSize),
+		Decode: paddle.DecodeListed,
 		Processor: e.proc,
 		Claims:    e.store,
 		Store:     e.store,
@@ -98,7 +98,7 @@ func TestPaddleRunProcessesExactlyTheMissing(t *testing.T) {
 		}
 	}
 
-	sum, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{Since: 3 * time.Hour})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 3 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestPaddleRunProcessesExactlyTheMissing(t *testing.T) {
 
 	t.Run("SecondRunChangesNothing", func(t *testing.T) {
 		before := len(e.proc.Processed())
-		sum, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{Since: 3 * time.Hour})
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 3 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func TestPaddleRunProcessesExactlyTheMissing(t *testing.T) {
 	t.Run("ResumeListsOnlyWhatIsNew", func(t *testing.T) {
 		newer := e.add(2, -10*time.Minute)
 		before, asked := len(e.proc.Processed()), len(e.api.Requests())
-		sum, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{Resume: true})
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,7 +161,7 @@ func TestPaddleRunProcessesExactlyTheMissing(t *testing.T) {
 		}
 	})
 	t.Run("EveryEventPaddleKeeps", func(t *testing.T) {
-		sum, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{DryRun: true})
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{DryRun: true})
 		if err != nil || sum.Found != 13 || sum.WouldProcess != 1 {
 			t.Errorf("%+v %v", sum, err)
 		}
@@ -173,8 +173,8 @@ func TestPaddleRunDryRunWritesNothing(t *testing.T) {
 	evs := e.add(5, -time.Hour)
 	e.deliver(t, evs[1])
 	var reports []string
-	sum, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{Since: 2 * time.Hour, DryRun: true,
-		OnEvent: func(r paddle.EventReport) { reports = append(reports, r.ID+" "+string(r.Disposition)) }})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour, DryRun: true,
+		OnEvent: func(r reconcile.EventReport) { reports = append(reports, r.ID+" "+string(r.Disposition)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,11 +199,12 @@ func TestPaddleRunDryRunWritesNothing(t *testing.T) {
 // receiver acts on, and leaves the last minutes to their deliveries.
 func TestPaddleJob(t *testing.T) {
 	e := newPaddleEnv(t, 2)
-	job := e.rec.Job(paddle.CatchUpOptions{Types: []string{"transaction.completed"}}, 0)
+	e.rec.PeriodicTypes = []string{"transaction.completed"}
+	job := e.rec.Job(0, 0)
 	if _, err := job.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	scope := paddle.Scope([]string{"transaction.completed"})
+	scope := reconcile.Scope([]string{"transaction.completed"}, false, "")
 	c, ok, _ := e.store.Cursor(context.Background(), paddle.Source, scope)
 	if !ok || c.ID != "" || !c.Created.Equal(e.now.Add(-reconcile.DefaultLookback)) {
 		t.Errorf("cursor %+v %t; want the start of the window pinned", c, ok)
@@ -251,13 +252,13 @@ func TestPaddleRunOutcomesAndInterruption(t *testing.T) {
 		}
 		return "", false
 	}
-	sum, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{Since: 2 * time.Hour})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour})
 	if !errors.Is(err, reconcile.ErrIncomplete) || sum.Failed != 1 || sum.Processed != 5 || sum.Cursor.ID != evs[2].ID {
 		t.Errorf("%+v %v", sum, err)
 	}
 	e.proc.Outcome = nil
 	before := len(e.proc.Processed())
-	if _, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{Resume: true}); err != nil {
+	if _, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true}); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]string{evs[3].ID}, reconciletest.KeysOf(e.proc.Processed()[before:])); diff != "" {
@@ -266,7 +267,7 @@ func TestPaddleRunOutcomesAndInterruption(t *testing.T) {
 	if n := reconciletest.Count(t, e.pool, `SELECT count(*) FROM processed_events`); n != 6 {
 		t.Errorf("%d claims, want 6", n)
 	}
-	if _, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{Resume: true, Types: []string{"x"}}); !errors.Is(err, reconcile.ErrNoCursor) {
+	if _, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true, Types: []string{"x"}}); !errors.Is(err, reconcile.ErrNoCursor) {
 		t.Errorf("resume with other filters: %v, want ErrNoCursor", err)
 	}
 }
@@ -287,7 +288,7 @@ func TestPaddleRunStopsAtABound(t *testing.T) {
 			e.add(5, -time.Hour)
 			e.rec.Limits = c.limits
 			e.api.Misbehave(c.misbehave)
-			_, err := e.rec.Run(context.Background(), paddle.CatchUpOptions{})
+			_, err := e.rec.Run(context.Background(), reconcile.Options{})
 			if !errors.Is(err, c.want) || !strings.HasPrefix(err.Error(), "reconcile paddle: stopped: ") {
 				t.Errorf("error %v, want %v", err, c.want)
 			}
@@ -311,7 +312,7 @@ func TestPaddleAPI(t *testing.T) {
 	s := paddletest.New(t, paddleKey)
 	t.Run("WrongKey", func(t *testing.T) {
 		api, _ := paddle.NewAPI(paddle.APIConfig{Key: "pdl_sdbx_apikey_wrong_0000000000", BaseURL: s.URL})
-		for _, err := range api.Events(context.Background(), paddle.Query{}) {
+		for _, err := range api.List(context.Background(), reconcile.Window{}) {
 			var ae *paddle.APIError
 			if !errors.As(err, &ae) || ae.Status != 403 {
 				t.Errorf("%v, want a 403", err)
@@ -324,7 +325,7 @@ func TestPaddleAPI(t *testing.T) {
 		one := 1
 		api, _ := paddle.NewAPI(paddle.APIConfig{Key: paddleKey, BaseURL: s.URL, MaxRetries: &one})
 		n := 0
-		for _, err := range api.Events(context.Background(), paddle.Query{}) {
+		for _, err := range api.List(context.Background(), reconcile.Window{}) {
 			if err != nil {
 				t.Fatal(err)
 			}

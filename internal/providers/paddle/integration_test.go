@@ -51,12 +51,12 @@ func TestPaddleWithTheRealProcessor(t *testing.T) {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 	store := reconcile.NewStore(r.Pool)
-	rec := &paddle.CatchUp{
-		API: newPaddleAPI(t, api, 200), Provider: paddle.New([]string{receivertest.Secret(paddle.Spec)}, paddle.DefaultTolerance),
-		Decode: paddle.Decode, Processor: r.Server.Processor(), Claims: store, Store: store, Log: reconciletest.Log(t),
+	rec := &reconcile.Events{Source: paddle.Source, 
+		Lister: newPaddleAPI(t, api, 200), Provider: paddle.New([]string{receivertest.Secret(paddle.Spec)}, paddle.DefaultTolerance),
+		Decode: paddle.DecodeListed, Processor: r.Server.Processor(), Claims: store, Store: store, Log: reconciletest.Log(t),
 	}
 
-	sum, err := rec.Run(context.Background(), paddle.CatchUpOptions{Since: time.Hour})
+	sum, err := rec.Run(context.Background(), reconcile.Options{Since: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +105,7 @@ func TestPaddleWithTheRealProcessor(t *testing.T) {
 
 	t.Run("SecondRunChangesNothing", func(t *testing.T) {
 		before := r.Snapshot(t)
-		sum, err := rec.Run(context.Background(), paddle.CatchUpOptions{Since: time.Hour})
+		sum, err := rec.Run(context.Background(), reconcile.Options{Since: time.Hour})
 		if err != nil || sum.Known != 3 || sum.Processed != 0 {
 			t.Errorf("%+v %v", sum, err)
 		}

@@ -1,11 +1,8 @@
 package paddle
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strings"
-	"time"
 
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -56,8 +53,15 @@ func init() {
 }
 
 // Reconciler catches up on Paddle events the notification destination
-// never received, from Paddle's List Events API, through the same
-// processor and claims as a delivery.
+// never received, from Paddle's List Events API (API.List), through the
+// same processor and claims as a delivery (reconcile.Events). A listed
+// event is the notification a delivery carries, less its notification_id:
+// Decode reads it into the same webhooks.Event, keyed on its event_id, so
+// a delivered event is known and a missed one is processed once; its
+// stored body is its JSON object byte for byte as the API returned it. An
+// event fetched over TLS with the API key needs no signature. The listing
+// covers delivered events too (Paddle's API cannot tell them apart), which
+// is what a database fail-over that lost acknowledged events needs.
 var Reconciler = reconcile.Reconciler{
 	Name:   "paddle",
 	Source: Source,
@@ -73,59 +77,19 @@ var Reconciler = reconcile.Reconciler{
 		if err != nil {
 			return nil, err
 		}
-		store := reconcile.NewStore(e.Pool)
-		return instance{CatchUp: &CatchUp{API: api, Provider: e.Provider, Decode: Decode, Processor: e.Processor,
-			Claims: store, Store: store, Log: e.Log}}, nil
+		r := Events(api, e.Provider, e.Processor, reconcile.NewStore(e.Pool))
+		r.Log = e.Log
+		return r.Instance(), nil
 	},
 }
 
-// instance is the reconcile.Instance of Paddle's catch-up.
-type instance struct{ *CatchUp }
-
-// Run implements reconcile.Instance.
-func (s instance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summary, error) {
-	po := CatchUpOptions{Since: o.Since, Resume: o.Resume, Types: o.Types, DryRun: o.DryRun, Trigger: o.Trigger}
-	if o.Out != nil {
-		po.OnEvent = func(r EventReport) {
-			if o.DryRun || r.Disposition != reconcile.DispKnown {
-				line := fmt.Sprintf("%s %s %s %s", r.OccurredAt.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
-				if r.Err != nil {
-					line += ": " + r.Err.Error()
-				}
-				fmt.Fprintln(o.Out, line)
-			}
-		}
-		po.Progress = func(sum CatchUpSummary) {
-			if sum.Found > 0 && sum.Found%1000 == 0 {
-				fmt.Fprintf(o.Out, "… %s\n", sum)
-			}
-		}
-	}
-	return s.CatchUp.Run(ctx, po)
+// Events returns the reconciliation of Paddle's events listed by api (an
+// *API), handed to proc as deliveries of prov, with store's claims,
+// cursors and runs.
+func Events(api reconcile.Lister, prov webhooks.Provider, proc reconcile.Processor, store *reconcile.Store) *reconcile.Events {
+	return &reconcile.Events{Source: Source, Lister: api, Decode: DecodeListed, Provider: prov, Processor: proc,
+		Claims: store, Store: store, PeriodicTypes: handledTypes}
 }
 
-// Job implements reconcile.Instance.
-func (s instance) Job() reconcile.Job { return s.CatchUp.Job(CatchUpOptions{Types: handledTypes}, 0) }
-
-// Job returns the periodic job of Paddle: Resume from the cursor of the
-// last run with o's filters, or from lookback ago (reconcile.DefaultLookback
-// when 0) the first time, leaving events younger than o.Settle
-// (reconcile.DefaultSettle when 0) to their delivery. Give it the types the
-// receiver handles, so that what it counts as missed is what the
-// destination should have received.
-func (s *CatchUp) Job(o CatchUpOptions, lookback time.Duration) reconcile.Job {
-	if lookback <= 0 {
-		lookback = reconcile.DefaultLookback
-	}
-	if o.Settle <= 0 {
-		o.Settle = reconcile.DefaultSettle
-	}
-	o.Resume, o.Since, o.DryRun, o.Trigger = true, lookback, false, reconcile.TriggerPeriodic
-	return reconcile.Job{Source: Source, Run: func(ctx context.Context) (reconcile.Tally, error) {
-		sum, err := s.Run(ctx, o)
-		if err == nil {
-			s.log().Info("reconcile paddle", "summary", sum.String())
-		}
-		return sum.Tally(), err
-	}}
-}
+// DecodeListed is Decode of a listed event's raw JSON.
+func DecodeListed(l reconcile.Listed) (webhooks.Event, error) { return Decode(l.Raw) }

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
+	"iter"
 	"net/http"
 	"net/url"
 	"slices"
@@ -62,24 +62,6 @@ const MaxPageSize = 100
 // is https://sandbox-api.polar.sh.
 const DefaultAPIBase = "https://api.polar.sh"
 
-// ListedEvent is one webhook event as the deliveries of Polar's API show
-// it.
-type ListedEvent struct {
-	ID        string    // the webhook event's id: the webhook-id its deliveries carried
-	Type      string    // as the listing says; the payload's own type is what counts
-	CreatedAt time.Time // when Polar created the webhook event
-	// Payload is the body its deliveries sent, byte for byte; nil when
-	// Polar has archived the event.
-	Payload []byte
-}
-
-// Query selects the deliveries to list.
-type Query struct {
-	Endpoint string    // the webhook endpoint's id (endpoint_id)
-	Since    time.Time // deliveries created after it; zero: every one Polar keeps
-	Until    time.Time // deliveries created before it; required
-}
-
 // APIConfig configures the Polar API client.
 type APIConfig struct {
 	// Token is an organization access token (POLAR_API_KEY) with the
@@ -87,6 +69,9 @@ type APIConfig struct {
 	Token string
 	// BaseURL is the API's base URL (POLAR_API_BASE); empty: Polar's.
 	BaseURL string
+	// Endpoint is the id of the webhook endpoint whose deliveries are
+	// listed (POLAR_WEBHOOK_ENDPOINT_ID).
+	Endpoint string
 	// HTTPClient makes the requests; nil: reconcile.NewClient's for
 	// BaseURL.
 	HTTPClient *http.Client
@@ -97,38 +82,27 @@ type APIConfig struct {
 	MaxRetries *int
 }
 
-// API lists webhook deliveries from Polar's API.
+// API is Polar's API.
 type API struct {
-	base     string
-	token    string
-	hc       *http.Client
+	*reconcile.API
+	endpoint string
 	pageSize int
-	retries  int
 }
 
-// NewAPI returns a client of Polar's webhook deliveries.
+// NewAPI returns a client of Polar's API.
 func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Token == "" {
 		return nil, errors.New("polar api: no access token")
 	}
-	base := strings.TrimRight(cfg.BaseURL, "/")
-	if base == "" {
-		base = DefaultAPIBase
+	api, err := reconcile.NewAPI(reconcile.APIConfig{Base: cfg.BaseURL, DefaultBase: DefaultAPIBase,
+		Header:     http.Header{"Authorization": {"Bearer " + cfg.Token}, "Accept": {"application/json"}},
+		HTTPClient: cfg.HTTPClient, MaxRetries: cfg.MaxRetries, Error: apiError})
+	if err != nil {
+		return nil, fmt.Errorf("polar api: %w", err)
 	}
-	hc := cfg.HTTPClient
-	if hc == nil {
-		c, err := reconcile.NewClient(base)
-		if err != nil {
-			return nil, fmt.Errorf("polar api: %w", err)
-		}
-		hc = c
-	}
-	a := &API{base: base, token: cfg.Token, hc: hc, pageSize: cfg.PageSize, retries: 2}
+	a := &API{API: api, endpoint: cfg.Endpoint, pageSize: cfg.PageSize}
 	if a.pageSize <= 0 || a.pageSize > MaxPageSize {
 		a.pageSize = MaxPageSize
-	}
-	if cfg.MaxRetries != nil {
-		a.retries = max(*cfg.MaxRetries, 0)
 	}
 	return a, nil
 }
@@ -144,18 +118,50 @@ func (e *APIError) Error() string {
 	return fmt.Sprintf("polar api: status %d, %s: %s", e.Status, e.Name, e.Detail)
 }
 
-// Events returns the webhook events whose deliveries q selects, each once,
-// oldest first (by the event's creation, then its id).
-func (a *API) Events(ctx context.Context, q Query) ([]ListedEvent, error) {
-	if q.Until.IsZero() {
+// apiError reads an error answer: {"error", "detail"}.
+func apiError(status int, body []byte) error {
+	var e struct {
+		Error  string          `json:"error"`
+		Detail json.RawMessage `json:"detail"` // a string, or FastAPI's list of validation errors
+	}
+	_ = json.Unmarshal(body, &e)
+	return &APIError{Status: status, Name: webhooks.Quote(e.Error, 64), Detail: webhooks.Quote(string(e.Detail), 200)}
+}
+
+// List lists the webhook events of the endpoint's deliveries within the
+// window w (Events), oldest first.
+func (a *API) List(ctx context.Context, w reconcile.Window) iter.Seq2[reconcile.Listed, error] {
+	return func(yield func(reconcile.Listed, error) bool) {
+		evs, err := a.Events(ctx, w)
+		if err != nil {
+			yield(reconcile.Listed{}, err)
+			return
+		}
+		for _, ev := range evs {
+			if !yield(ev, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Events returns the webhook events whose deliveries were made within the
+// window w (after Since, before Until, which must be set), each once,
+// oldest first (by the event's creation, then its id): ID is the webhook-id
+// its deliveries carried, Type as the listing says (the payload's own type
+// is what counts), At when Polar created the webhook event, Raw the body
+// its deliveries sent, byte for byte, or nil and Unreadable when Polar has
+// archived the event.
+func (a *API) Events(ctx context.Context, w reconcile.Window) ([]reconcile.Listed, error) {
+	if w.Until.IsZero() {
 		return nil, errors.New("list polar webhook deliveries: no end to the window")
 	}
 	pages, held := reconcile.NewPages(ctx), reconcile.Hold(ctx)
 	seen := map[string]bool{} // deliveries
 	byID := map[string]int{}  // events, by webhook event id: their position in out
-	var out []ListedEvent
+	var out []reconcile.Listed
 	for page := 1; ; page++ {
-		ds, maxPage, err := a.page(ctx, q, page, pages)
+		ds, maxPage, err := a.page(ctx, w, page, pages)
 		if err != nil {
 			return nil, err
 		}
@@ -183,8 +189,8 @@ func (a *API) Events(ctx context.Context, q Query) ([]ListedEvent, error) {
 			break
 		}
 	}
-	slices.SortStableFunc(out, func(a, b ListedEvent) int {
-		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
+	slices.SortStableFunc(out, func(a, b reconcile.Listed) int {
+		return cmp.Or(a.At.Compare(b.At), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
@@ -192,17 +198,17 @@ func (a *API) Events(ctx context.Context, q Query) ([]ListedEvent, error) {
 // delivery is one delivery of the listing, as read.
 type delivery struct {
 	ID    string
-	Event ListedEvent
+	Event reconcile.Listed
 }
 
 // page fetches one page of deliveries and the listing's last page number.
-func (a *API) page(ctx context.Context, q Query, n int, pages *reconcile.Pages) ([]delivery, int, error) {
+func (a *API) page(ctx context.Context, q reconcile.Window, n int, pages *reconcile.Pages) ([]delivery, int, error) {
 	if err := pages.Next("page=" + strconv.Itoa(n)); err != nil {
 		return nil, 0, fmt.Errorf("list polar webhook deliveries: %w", err)
 	}
 	v := url.Values{}
-	if q.Endpoint != "" {
-		v.Set("endpoint_id", q.Endpoint)
+	if a.endpoint != "" {
+		v.Set("endpoint_id", a.endpoint)
 	}
 	if !q.Since.IsZero() {
 		v.Set("start_timestamp", q.Since.UTC().Format(time.RFC3339Nano))
@@ -210,7 +216,7 @@ func (a *API) page(ctx context.Context, q Query, n int, pages *reconcile.Pages) 
 	v.Set("end_timestamp", q.Until.UTC().Format(time.RFC3339Nano))
 	v.Set("page", strconv.Itoa(n))
 	v.Set("limit", strconv.Itoa(a.pageSize))
-	body, err := a.get(ctx, a.base+"/v1/webhooks/deliveries?"+v.Encode())
+	body, err := a.Get(ctx, "/v1/webhooks/deliveries", v)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list polar webhook deliveries: %w", err)
 	}
@@ -236,73 +242,17 @@ func (a *API) page(ctx context.Context, q Query, n int, pages *reconcile.Pages) 
 		if it.ID == "" || it.Event == nil || it.Event.ID == "" {
 			return nil, 0, fmt.Errorf("list polar webhook deliveries: delivery %d of page %d has no id or webhook event", i, n)
 		}
-		ev := ListedEvent{ID: it.Event.ID, Type: it.Event.Type}
+		ev := reconcile.Listed{ID: it.Event.ID, Type: it.Event.Type, Unreadable: errArchived}
 		if at, err := time.Parse(time.RFC3339Nano, it.Event.CreatedAt); err == nil {
-			ev.CreatedAt = at
+			ev.At = at
 		}
 		if it.Event.Payload != nil {
-			ev.Payload = []byte(*it.Event.Payload)
+			ev.Raw, ev.Unreadable = []byte(*it.Event.Payload), nil
 		}
 		out = append(out, delivery{ID: it.ID, Event: ev})
 	}
 	return out, p.Pagination.MaxPage, nil
 }
 
-// get fetches url with the token, trying again after 429, a 5xx or no
-// answer, and returns the body of a 2xx.
-func (a *API) get(ctx context.Context, u string) ([]byte, error) {
-	for attempt := 0; ; attempt++ {
-		body, retryAfter, err := a.getOnce(ctx, u)
-		if err == nil || attempt >= a.retries || retryAfter < 0 || ctx.Err() != nil {
-			return body, err
-		}
-		wait := max(retryAfter, time.Second<<attempt)
-		t := time.NewTimer(min(wait, 30*time.Second))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
-}
-
-// getOnce makes one request. retryAfter is negative when trying again
-// cannot help, else how long the API asked to wait (0: not said).
-func (a *API) getOnce(ctx context.Context, u string) (body []byte, retryAfter time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return nil, -1, err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	req.Header.Set("Accept", "application/json")
-	resp, err := a.hc.Do(req)
-	if err != nil {
-		if errors.Is(err, reconcile.ErrStopped) {
-			return nil, -1, err
-		}
-		return nil, 0, err
-	}
-	defer resp.Body.Close()
-	body, err = io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, -1, err
-	}
-	if resp.StatusCode/100 == 2 {
-		return body, 0, nil
-	}
-	var e struct {
-		Error  string          `json:"error"`
-		Detail json.RawMessage `json:"detail"` // a string, or FastAPI's list of validation errors
-	}
-	_ = json.Unmarshal(body, &e)
-	apiErr := &APIError{Status: resp.StatusCode, Name: webhooks.Quote(e.Error, 64), Detail: webhooks.Quote(string(e.Detail), 200)}
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
-		return nil, -1, apiErr
-	}
-	retryAfter = 0
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		retryAfter = time.Duration(s) * time.Second
-	}
-	return nil, retryAfter, apiErr
-}
+// errArchived is why an event whose payload Polar archived is unreadable.
+var errArchived = errors.New("archived by Polar: its payload is no longer available")

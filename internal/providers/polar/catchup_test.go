@@ -61,17 +61,17 @@ func TestCatchUpWithTheRealProcessor(t *testing.T) {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 
-	client, err := polar.NewAPI(polar.APIConfig{Token: polarToken, BaseURL: api.URL, PageSize: 2})
+	client, err := polar.NewAPI(polar.APIConfig{Token: polarToken, BaseURL: api.URL, Endpoint: endpoint, PageSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
 	store := reconcile.NewStore(r.Pool)
 	clock := now
-	rec := &polar.CatchUp{API: client, Endpoint: endpoint, Provider: polar.New([]string{rt.Secret(polar.Spec)}),
-		Processor: r.Server.Processor(), Claims: store, Store: store, Log: reconciletest.Log(t), Now: func() time.Time { return clock }}
+	rec := polar.Events(client, polar.New([]string{rt.Secret(polar.Spec)}), r.Server.Processor(), store)
+	rec.Log, rec.Now = reconciletest.Log(t), func() time.Time { return clock }
 
 	var reports []string
-	sum, err := rec.Run(context.Background(), polar.CatchUpOptions{Since: time.Hour, OnEvent: func(e polar.EventReport) {
+	sum, err := rec.Run(context.Background(), reconcile.Options{Since: time.Hour, OnEvent: func(e reconcile.EventReport) {
 		reports = append(reports, e.ID+" "+e.Type+" "+string(e.Disposition))
 	}})
 	if err != nil {
@@ -119,8 +119,8 @@ func TestCatchUpWithTheRealProcessor(t *testing.T) {
 		clock = now.Add(10 * time.Minute)
 		late := api.Add(endpoint, "order.paid", orderPaidBody(t, "55555555-5555-4555-8555-555555555555", "e@example.com"), false,
 			now.Add(5*time.Minute))
-		sum, err := rec.Run(context.Background(), polar.CatchUpOptions{Resume: true})
-		if err != nil || sum.Found != 1 || sum.Processed != 1 || !sum.From.Equal(now.Add(-time.Second)) {
+		sum, err := rec.Run(context.Background(), reconcile.Options{Resume: true})
+		if err != nil || sum.Found != 1 || sum.Processed != 1 || !sum.From.Created.Equal(now.Add(-time.Second)) {
 			t.Fatalf("%+v %v; want the new delivery alone, from where the last window ended (less a second)", sum, err)
 		}
 		if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = $1 AND via = 'reconcile'`, late.ID); n != 1 {
@@ -132,7 +132,7 @@ func TestCatchUpWithTheRealProcessor(t *testing.T) {
 	})
 	t.Run("SecondRunChangesNothing", func(t *testing.T) {
 		before, emails := r.Snapshot(t), len(r.SMTP.Messages())
-		sum, err := rec.Run(context.Background(), polar.CatchUpOptions{Since: 2 * time.Hour})
+		sum, err := rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour})
 		if err != nil || sum.Known != 4 || sum.Processed != 0 || sum.Unreadable != 1 {
 			t.Errorf("%+v %v", sum, err)
 		}
@@ -147,7 +147,7 @@ func TestCatchUpWithTheRealProcessor(t *testing.T) {
 		ghost := api.Add(endpoint, "order.paid", orderPaidBody(t, "66666666-6666-4666-8666-666666666666", "f@example.com"), false,
 			clock.Add(-time.Minute))
 		runs := r.Count(t, `SELECT count(*) FROM reconcile_runs`)
-		sum, err := rec.Run(context.Background(), polar.CatchUpOptions{Since: time.Hour, DryRun: true})
+		sum, err := rec.Run(context.Background(), reconcile.Options{Since: time.Hour, DryRun: true})
 		if err != nil || sum.WouldProcess != 1 {
 			t.Errorf("%+v %v", sum, err)
 		}
@@ -165,9 +165,9 @@ func TestCatchUpWithTheRealProcessor(t *testing.T) {
 func TestCatchUpAPIErrors(t *testing.T) {
 	api := polartest.New(t, polarToken)
 	api.Add(endpoint, "order.paid", rt.Fixture(t, paid), true, time.Now().Add(-time.Minute))
-	q := polar.Query{Endpoint: endpoint, Until: time.Now()}
+	q := reconcile.Window{Until: time.Now()}
 
-	wrong, err := polar.NewAPI(polar.APIConfig{Token: "polar_oat_not_the_token_0123", BaseURL: api.URL})
+	wrong, err := polar.NewAPI(polar.APIConfig{Token: "polar_oat_not_the_token_0123", BaseURL: api.URL, Endpoint: endpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestCatchUpAPIErrors(t *testing.T) {
 	}
 
 	one := 1
-	client, err := polar.NewAPI(polar.APIConfig{Token: polarToken, BaseURL: api.URL, MaxRetries: &one})
+	client, err := polar.NewAPI(polar.APIConfig{Token: polarToken, BaseURL: api.URL, Endpoint: endpoint, MaxRetries: &one})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestCatchUpAPIErrors(t *testing.T) {
 	if err != nil || len(evs) != 1 {
 		t.Errorf("after a 502: %d events, %v; want the one, the request tried again", len(evs), err)
 	}
-	if _, err := client.Events(context.Background(), polar.Query{Endpoint: endpoint}); err == nil {
+	if _, err := client.Events(context.Background(), reconcile.Window{}); err == nil {
 		t.Error("a window without an end was listed")
 	}
 	if _, err := polar.NewAPI(polar.APIConfig{Token: polarToken, BaseURL: "http://polar.example"}); err == nil {

@@ -1,9 +1,7 @@
 package polar
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -79,8 +77,23 @@ func init() {
 }
 
 // Reconciler catches up on Polar events the endpoint missed, from the
-// endpoint's deliveries as Polar's API lists them, through the same
-// processor and claims as a delivery.
+// endpoint's deliveries as Polar's API lists them (API.List), through the
+// same processor and claims as a delivery (reconcile.Events), keyed on the
+// same webhook-id: a delivered event is known, a missed one is processed
+// once, with its body as Polar sent it. An event fetched over TLS with the
+// access token needs no signature. The listing covers delivered events too
+// (succeeded or not, Polar's deliveries are listed alike), which is what a
+// database fail-over that lost acknowledged events needs. Events Polar never
+// tried to deliver (skipped while the endpoint was disabled) have no
+// delivery to list: see api.go.
+//
+// Polar lists deliveries by time only, so a run reads a closed window
+// whole and leaves its end as the next run's start (Windowed), overlapping
+// by a second: Polar's filters are strict at both ends (created after the
+// start, before the end), and what the last run saw is known. Polar
+// retries a failed delivery for about 35 minutes, so the periodic run
+// finds what the endpoint missed once Polar has given up, or while it
+// still retries.
 var Reconciler = reconcile.Reconciler{
 	Name:   "polar",
 	Source: Source,
@@ -95,55 +108,24 @@ var Reconciler = reconcile.Reconciler{
 		return ""
 	},
 	New: func(e reconcile.Env) (reconcile.Instance, error) {
-		api, err := NewAPI(APIConfig{Token: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name)})
+		api, err := NewAPI(APIConfig{Token: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
+			Endpoint: e.Settings.Env(endpointID.Name)})
 		if err != nil {
 			return nil, err
 		}
-		store := reconcile.NewStore(e.Pool)
-		return instance{CatchUp: &CatchUp{API: api, Endpoint: e.Settings.Env(endpointID.Name), Provider: e.Provider,
-			Processor: e.Processor, Claims: store, Store: store, Log: e.Log}}, nil
+		r := Events(api, e.Provider, e.Processor, reconcile.NewStore(e.Pool))
+		r.Log = e.Log
+		return r.Instance(), nil
 	},
 }
 
-// instance is the reconcile.Instance of Polar's catch-up.
-type instance struct{ *CatchUp }
-
-// Run implements reconcile.Instance.
-func (s instance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summary, error) {
-	po := CatchUpOptions{Since: o.Since, Resume: o.Resume, DryRun: o.DryRun, Trigger: o.Trigger}
-	if o.Out != nil {
-		po.OnEvent = func(r EventReport) {
-			if o.DryRun || r.Disposition != reconcile.DispKnown {
-				line := fmt.Sprintf("%s %s %s %s", r.CreatedAt.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
-				if r.Err != nil {
-					line += ": " + r.Err.Error()
-				}
-				fmt.Fprintln(o.Out, line)
-			}
-		}
-	}
-	return s.CatchUp.Run(ctx, po)
+// Events returns the reconciliation of the Polar deliveries listed by api
+// (an *API), handed to proc as deliveries of prov, with store's claims,
+// cursors and runs.
+func Events(api reconcile.Lister, prov webhooks.Provider, proc reconcile.Processor, store *reconcile.Store) *reconcile.Events {
+	return &reconcile.Events{Source: Source, Lister: api, Decode: DecodeListed, Provider: prov, Processor: proc,
+		Claims: store, Store: store, Windowed: true, Overlap: time.Second}
 }
 
-// Job implements reconcile.Instance.
-func (s instance) Job() reconcile.Job { return s.CatchUp.Job(0) }
-
-// Job returns the periodic job of Polar: Resume from the end of the last
-// run's window, or from lookback ago (reconcile.DefaultLookback when 0)
-// the first time, leaving deliveries younger than reconcile.DefaultSettle
-// to finish. Polar retries a failed delivery for about 35 minutes, so a
-// run finds what the endpoint missed once Polar has given up, or while it
-// still retries.
-func (s *CatchUp) Job(lookback time.Duration) reconcile.Job {
-	if lookback <= 0 {
-		lookback = reconcile.DefaultLookback
-	}
-	o := CatchUpOptions{Resume: true, Since: lookback, Settle: reconcile.DefaultSettle, Trigger: reconcile.TriggerPeriodic}
-	return reconcile.Job{Source: Source, Run: func(ctx context.Context) (reconcile.Tally, error) {
-		sum, err := s.Run(ctx, o)
-		if err == nil {
-			s.log().Info("reconcile polar", "summary", sum.String())
-		}
-		return sum.Tally(), err
-	}}
-}
+// DecodeListed is Decode of a listed webhook event.
+func DecodeListed(l reconcile.Listed) (webhooks.Event, error) { return Decode(l.ID, l.Raw) }

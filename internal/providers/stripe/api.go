@@ -23,41 +23,20 @@ const MaxListTypes = 20
 // stripeRetention is how far back Stripe keeps events.
 const stripeRetention = 30 * 24 * time.Hour
 
-// ListedEvent is one event as Stripe's API returned it.
-type ListedEvent struct {
-	ID      string
-	Type    string
-	Created time.Time
-	// Raw is the event's JSON object byte for byte as it appears in the
-	// API's response (indentation included), never a re-marshal of
-	// stripe-go's struct, which would drop the fields it does not know.
-	Raw []byte
-}
-
-// Query selects the events to list.
-type Query struct {
-	// Since lists events created at or after it (created[gte]). Zero: as
-	// far back as Stripe keeps events (30 days).
-	Since time.Time
-	// Until lists events created at or before it (created[lte]). Zero: up
-	// to the newest.
-	Until time.Time
-	// After lists only the events after this one, in Stripe's order. When
-	// Stripe no longer knows it (events are kept 30 days), the listing
-	// starts at its Created time instead, listing again the events of that
-	// second that came before it.
-	After reconcile.Cursor
-	// Types filters on event types (types[]), at most MaxListTypes.
-	Types []string
-	// FailedOnly lists only the events not yet delivered successfully to
-	// every endpoint, pending ones included (delivery_success=false).
-	FailedOnly bool
-	// Account lists the events of this connected account (acct_…) instead
-	// of the platform's own, with the Stripe-Account header. Such events
-	// carry the account in their top-level "account", as their deliveries
-	// to a Connect endpoint do.
-	Account string
-}
+// The listing's events are reconcile.Listed: Raw is the event's JSON
+// object byte for byte as it appears in the API's response (indentation
+// included), never a re-marshal of stripe-go's struct, which would drop the
+// fields it does not know; At is its created. Of a reconcile.Window, Since
+// and Until filter on created (created[gte], created[lte]); After lists
+// the events after the cursor's, in Stripe's order, and when Stripe no
+// longer knows that event (events are kept 30 days) starts at its Created
+// time instead, listing again the events of that second that came before
+// it; Types are types[] (at most MaxListTypes); FailedOnly is
+// delivery_success=false (events not yet delivered successfully to every
+// endpoint, pending ones included); Account lists the events of a
+// connected account (acct_…) instead of the platform's own, with the
+// Stripe-Account header (such events carry the account in their top-level
+// "account", as their deliveries to a Connect endpoint do).
 
 // APIConfig configures the Stripe API client.
 type APIConfig struct {
@@ -128,7 +107,7 @@ func NewAPI(cfg APIConfig) (*API, error) {
 	return a, nil
 }
 
-// Events lists the events q selects in creation order, oldest first,
+// List lists the events q selects in creation order, oldest first,
 // yielding each with its raw JSON; a failure is yielded once, last.
 //
 // Stripe lists newest first. Its cursor ending_before gives the page of
@@ -148,14 +127,14 @@ func NewAPI(cfg APIConfig) (*API, error) {
 //
 // The window walk needs more than a page only when more than a page of
 // events share the first second; that second is then paged through.
-func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error] {
-	return func(yield func(ListedEvent, error) bool) {
+func (a *API) List(ctx context.Context, q reconcile.Window) iter.Seq2[reconcile.Listed, error] {
+	return func(yield func(reconcile.Listed, error) bool) {
 		if len(q.Types) > MaxListTypes {
-			yield(ListedEvent{}, fmt.Errorf("list stripe events: %d types, at most %d", len(q.Types), MaxListTypes))
+			yield(reconcile.Listed{}, fmt.Errorf("list stripe events: %d types, at most %d", len(q.Types), MaxListTypes))
 			return
 		}
 		stopped := false
-		emit := func(ev ListedEvent) bool {
+		emit := func(ev reconcile.Listed) bool {
 			if !yield(ev, nil) {
 				stopped = true
 			}
@@ -165,7 +144,7 @@ func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error]
 			err := a.walk(ctx, q, q.After.ID, emit)
 			if !errors.Is(err, errCursorGone) {
 				if err != nil && !stopped {
-					yield(ListedEvent{}, err)
+					yield(reconcile.Listed{}, err)
 				}
 				return
 			}
@@ -178,7 +157,7 @@ func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error]
 		first, ok, err := a.oldest(ctx, q)
 		switch {
 		case err != nil:
-			yield(ListedEvent{}, err)
+			yield(reconcile.Listed{}, err)
 			return
 		case !ok:
 			return
@@ -187,7 +166,7 @@ func (a *API) Events(ctx context.Context, q Query) iter.Seq2[ListedEvent, error]
 			return
 		}
 		if err := a.walk(ctx, q, first.ID, emit); err != nil && !stopped {
-			yield(ListedEvent{}, err)
+			yield(reconcile.Listed{}, err)
 		}
 	}
 }
@@ -200,7 +179,7 @@ var errCursorGone = errors.New("stripe no longer has the cursor's event")
 var errStopped = errors.New("stopped")
 
 // params are the filters of q as stripe-go list parameters.
-func (a *API) params(ctx context.Context, q Query) *stripego.EventListParams {
+func (a *API) params(ctx context.Context, q reconcile.Window) *stripego.EventListParams {
 	p := &stripego.EventListParams{}
 	// Each listing (each stripe-go iterator) follows its own pages within
 	// the run (see eventsBackend.CallRaw).
@@ -229,7 +208,7 @@ func (a *API) params(ctx context.Context, q Query) *stripego.EventListParams {
 
 // walk yields every event after anchor (newer, in Stripe's order) that q
 // selects, oldest first, with stripe-go's iterator walking ending_before.
-func (a *API) walk(ctx context.Context, q Query, anchor string, emit func(ListedEvent) bool) error {
+func (a *API) walk(ctx context.Context, q reconcile.Window, anchor string, emit func(reconcile.Listed) bool) error {
 	p := a.params(ctx, q)
 	p.EndingBefore = stripego.String(anchor)
 	it := a.client.List(p)
@@ -256,7 +235,7 @@ func (a *API) walk(ctx context.Context, q Query, anchor string, emit func(Listed
 	return nil
 }
 
-// oldest finds the oldest event q selects at or after q.Since (see Events).
+// oldest finds the oldest event q selects at or after q.Since (see List).
 //
 // It first gallops from Since with windows four times wider each time
 // while they are empty. A window holding at most one page gives the answer
@@ -264,7 +243,7 @@ func (a *API) walk(ctx context.Context, q Query, anchor string, emit func(Listed
 // than a page, and is halved: if [a, mid) is empty the oldest event is in
 // [mid, b), if it holds more than a page it is in [a, mid), which keeps
 // the invariant, until a half fits in a page or b-a is one second.
-func (a *API) oldest(ctx context.Context, q Query) (ListedEvent, bool, error) {
+func (a *API) oldest(ctx context.Context, q reconcile.Window) (reconcile.Listed, bool, error) {
 	now := a.now()
 	lo := q.Since
 	if lo.IsZero() {
@@ -281,7 +260,7 @@ func (a *API) oldest(ctx context.Context, q Query) (ListedEvent, bool, error) {
 	w := time.Hour
 	for {
 		if !lo.Before(end) {
-			return ListedEvent{}, false, nil
+			return reconcile.Listed{}, false, nil
 		}
 		b := lo.Add(w)
 		if b.After(end) {
@@ -290,7 +269,7 @@ func (a *API) oldest(ctx context.Context, q Query) (ListedEvent, bool, error) {
 		last, n, more, err := a.window(ctx, q, lo, b)
 		switch {
 		case err != nil:
-			return ListedEvent{}, false, err
+			return reconcile.Listed{}, false, err
 		case n == 0:
 			lo, w = b, 4*w
 			continue
@@ -306,7 +285,7 @@ func (a *API) oldest(ctx context.Context, q Query) (ListedEvent, bool, error) {
 		last, n, more, err := a.window(ctx, q, lo, mid)
 		switch {
 		case err != nil:
-			return ListedEvent{}, false, err
+			return reconcile.Listed{}, false, err
 		case n == 0:
 			lo = mid
 		case more:
@@ -321,7 +300,7 @@ func (a *API) oldest(ctx context.Context, q Query) (ListedEvent, bool, error) {
 // window lists the first page of the events q selects created in [lo, end),
 // newest first, and returns its last (oldest) event, how many it holds and
 // whether there are more.
-func (a *API) window(ctx context.Context, q Query, lo, end time.Time) (last ListedEvent, n int, more bool, err error) {
+func (a *API) window(ctx context.Context, q reconcile.Window, lo, end time.Time) (last reconcile.Listed, n int, more bool, err error) {
 	p := a.params(ctx, q)
 	p.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: lo.Unix(), LesserThan: end.Unix()}
 	p.Single = true
@@ -330,34 +309,34 @@ func (a *API) window(ctx context.Context, q Query, lo, end time.Time) (last List
 	for it.Next() {
 		ev, err := page.event(it.EventList(), it.Event())
 		if err != nil {
-			return ListedEvent{}, 0, false, err
+			return reconcile.Listed{}, 0, false, err
 		}
 		last, n = ev, n+1
 	}
 	if err := it.Err(); err != nil {
-		return ListedEvent{}, 0, false, fmt.Errorf("list stripe events: %w", err)
+		return reconcile.Listed{}, 0, false, fmt.Errorf("list stripe events: %w", err)
 	}
 	return last, n, it.Meta().HasMore, nil
 }
 
 // lastOf pages through the events of [lo, end) newest first and returns the
 // last one, the oldest: for a second that holds more than one page.
-func (a *API) lastOf(ctx context.Context, q Query, lo, end time.Time) (ListedEvent, bool, error) {
+func (a *API) lastOf(ctx context.Context, q reconcile.Window, lo, end time.Time) (reconcile.Listed, bool, error) {
 	p := a.params(ctx, q)
 	p.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: lo.Unix(), LesserThan: end.Unix()}
 	it := a.client.List(p)
 	var page pageEvents
-	var last ListedEvent
+	var last reconcile.Listed
 	found := false
 	for it.Next() {
 		ev, err := page.event(it.EventList(), it.Event())
 		if err != nil {
-			return ListedEvent{}, false, err
+			return reconcile.Listed{}, false, err
 		}
 		last, found = ev, true
 	}
 	if err := it.Err(); err != nil {
-		return ListedEvent{}, false, fmt.Errorf("list stripe events: %w", err)
+		return reconcile.Listed{}, false, fmt.Errorf("list stripe events: %w", err)
 	}
 	return last, found, nil
 }
@@ -373,19 +352,19 @@ type pageEvents struct {
 	raw  map[string][]byte
 }
 
-func (p *pageEvents) event(list *stripego.EventList, ev *stripego.Event) (ListedEvent, error) {
+func (p *pageEvents) event(list *stripego.EventList, ev *stripego.Event) (reconcile.Listed, error) {
 	if list != p.list {
 		raw, err := rawEvents(list)
 		if err != nil {
-			return ListedEvent{}, err
+			return reconcile.Listed{}, err
 		}
 		p.list, p.raw = list, raw
 	}
 	raw, ok := p.raw[ev.ID]
 	if !ok {
-		return ListedEvent{}, fmt.Errorf("list stripe events: event %s is not in the raw page", ev.ID)
+		return reconcile.Listed{}, fmt.Errorf("list stripe events: event %s is not in the raw page", ev.ID)
 	}
-	return ListedEvent{ID: ev.ID, Type: string(ev.Type), Created: time.Unix(ev.Created, 0), Raw: raw}, nil
+	return reconcile.Listed{ID: ev.ID, Type: string(ev.Type), At: time.Unix(ev.Created, 0), Raw: raw}, nil
 }
 
 // rawEvents maps each event of a page to its JSON object as received.

@@ -27,10 +27,10 @@ func newStripeAPI(t *testing.T, s *stripetest.Server, pageSize int64) *stripe.AP
 }
 
 // collect lists q and returns the events, or the error.
-func collect(t *testing.T, api stripe.EventLister, q stripe.Query) ([]stripe.ListedEvent, error) {
+func collect(t *testing.T, api reconcile.Lister, q reconcile.Window) ([]reconcile.Listed, error) {
 	t.Helper()
-	var out []stripe.ListedEvent
-	for ev, err := range api.Events(context.Background(), q) {
+	var out []reconcile.Listed
+	for ev, err := range api.List(context.Background(), q) {
 		if err != nil {
 			return out, err
 		}
@@ -39,7 +39,7 @@ func collect(t *testing.T, api stripe.EventLister, q stripe.Query) ([]stripe.Lis
 	return out, nil
 }
 
-func idsOf(evs []stripe.ListedEvent) []string {
+func idsOf(evs []reconcile.Listed) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, e.ID)
@@ -80,7 +80,7 @@ func TestStripeAPIListsInCreationOrder(t *testing.T) {
 
 	t.Run("FromSince", func(t *testing.T) {
 		since := now.Add(-48 * time.Hour)
-		got, err := collect(t, newStripeAPI(t, s, 3), stripe.Query{Since: since})
+		got, err := collect(t, newStripeAPI(t, s, 3), reconcile.Window{Since: since})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -95,7 +95,7 @@ func TestStripeAPIListsInCreationOrder(t *testing.T) {
 		}
 	})
 	t.Run("WholeHistory", func(t *testing.T) {
-		got, err := collect(t, newStripeAPI(t, s, 100), stripe.Query{})
+		got, err := collect(t, newStripeAPI(t, s, 100), reconcile.Window{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -104,7 +104,7 @@ func TestStripeAPIListsInCreationOrder(t *testing.T) {
 		}
 	})
 	t.Run("Until", func(t *testing.T) {
-		got, err := collect(t, newStripeAPI(t, s, 5), stripe.Query{Since: now.Add(-6 * time.Hour), Until: now.Add(-time.Hour + 4*time.Second)})
+		got, err := collect(t, newStripeAPI(t, s, 5), reconcile.Window{Since: now.Add(-6 * time.Hour), Until: now.Add(-time.Hour + 4*time.Second)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +121,7 @@ func TestStripeAPIListsInCreationOrder(t *testing.T) {
 	t.Run("AfterCursor", func(t *testing.T) {
 		cursor := reconcile.Cursor{ID: all[42], Created: now.Add(offsets[42])} // inside the burst
 		before := len(s.Requests())
-		got, err := collect(t, newStripeAPI(t, s, 4), stripe.Query{After: cursor})
+		got, err := collect(t, newStripeAPI(t, s, 4), reconcile.Window{After: cursor})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -137,7 +137,7 @@ func TestStripeAPIListsInCreationOrder(t *testing.T) {
 		api := newStripeAPI(t, s, 2)
 		before := len(s.Requests())
 		n := 0
-		for _, err := range api.Events(context.Background(), stripe.Query{Since: now.Add(-2 * time.Hour)}) {
+		for _, err := range api.List(context.Background(), reconcile.Window{Since: now.Add(-2 * time.Hour)}) {
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -165,7 +165,7 @@ func TestStripeAPIFindsTheStartInFewRequests(t *testing.T) {
 		offsets = append(offsets, -2*time.Hour+time.Duration(i)*10*time.Second)
 	}
 	all := seedEvents(s, now, offsets, nil, nil)
-	got, err := collect(t, newStripeAPI(t, s, 100), stripe.Query{Since: now.Add(-29 * 24 * time.Hour)})
+	got, err := collect(t, newStripeAPI(t, s, 100), reconcile.Window{Since: now.Add(-29 * 24 * time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +211,7 @@ func TestStripeAPIKeepsTheRawJSON(t *testing.T) {
 	}
 	made := s.Add("invoice.paid", now, map[string]any{"id": "in_1"}, true)
 
-	got, err := collect(t, newStripeAPI(t, s, 1), stripe.Query{Since: now.Add(-time.Hour)})
+	got, err := collect(t, newStripeAPI(t, s, 1), reconcile.Window{Since: now.Add(-time.Hour)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +224,7 @@ func TestStripeAPIKeepsTheRawJSON(t *testing.T) {
 	if string(got[1].Raw) != string(made.Raw) || !strings.Contains(string(got[1].Raw), "context_unknown_to_stripe_go") {
 		t.Errorf("raw event changed:\n got %s\nwant %s", got[1].Raw, made.Raw)
 	}
-	if got[0].Type != "checkout.session.completed" || !got[0].Created.Equal(now.Add(-time.Minute)) {
+	if got[0].Type != "checkout.session.completed" || !got[0].At.Equal(now.Add(-time.Minute)) {
 		t.Errorf("event %+v", got[0])
 	}
 }
@@ -239,7 +239,7 @@ func TestStripeAPIFilters(t *testing.T) {
 	}
 	all := seedEvents(s, now, offsets, func(i int) bool { return i%4 != 1 }, func(i int) string { return types[i%3] })
 
-	got, err := collect(t, newStripeAPI(t, s, 2), stripe.Query{
+	got, err := collect(t, newStripeAPI(t, s, 2), reconcile.Window{
 		Since: now.Add(-2 * time.Hour), Types: []string{"invoice.paid", "invoice.created"}, FailedOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -263,7 +263,7 @@ func TestStripeAPIFilters(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprintf("t.%d", i)
 	}
-	if _, err := collect(t, newStripeAPI(t, s, 2), stripe.Query{Types: many}); err == nil {
+	if _, err := collect(t, newStripeAPI(t, s, 2), reconcile.Window{Types: many}); err == nil {
 		t.Error("21 types listed")
 	}
 }
@@ -274,7 +274,7 @@ func TestStripeAPICursorGone(t *testing.T) {
 	all := seedEvents(s, now, []time.Duration{-50 * time.Minute, -40 * time.Minute, -40 * time.Minute, -30 * time.Minute, -20 * time.Minute}, nil, nil)
 	cursor := reconcile.Cursor{ID: all[2], Created: now.Add(-40 * time.Minute)}
 	s.Remove(all[2]) // aged out
-	got, err := collect(t, newStripeAPI(t, s, 2), stripe.Query{After: cursor})
+	got, err := collect(t, newStripeAPI(t, s, 2), reconcile.Window{After: cursor})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -294,7 +294,7 @@ func TestStripeAPIErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := collect(t, api, stripe.Query{})
+		got, err := collect(t, api, reconcile.Window{})
 		if err == nil || len(got) != 0 || !strings.Contains(err.Error(), "Invalid API Key") {
 			t.Errorf("%d events, error %v; want an invalid key error", len(got), err)
 		}
@@ -304,10 +304,10 @@ func TestStripeAPIErrors(t *testing.T) {
 	})
 	t.Run("FailureMidWalk", func(t *testing.T) {
 		api := newStripeAPI(t, s, 1)
-		var got []stripe.ListedEvent
+		var got []reconcile.Listed
 		var failure error
 		calls := 0
-		for ev, err := range api.Events(context.Background(), stripe.Query{Since: now.Add(-time.Hour)}) {
+		for ev, err := range api.List(context.Background(), reconcile.Window{Since: now.Add(-time.Hour)}) {
 			if err != nil {
 				failure = err
 				continue

@@ -42,7 +42,7 @@ func TestStripeRunStopsAtABound(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e := newStripeEnv(t, 3)
 			first := e.add(2, -3*time.Hour)
-			if _, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 4 * time.Hour}); err != nil {
+			if _, err := e.rec.Run(context.Background(), reconcile.Options{Since: 4 * time.Hour}); err != nil {
 				t.Fatal(err)
 			}
 			e.add(4, -2*time.Hour)
@@ -50,11 +50,11 @@ func TestStripeRunStopsAtABound(t *testing.T) {
 			e.api.Misbehave(c.misbehave)
 			before := len(e.api.Requests())
 			done := make(chan struct{})
-			var sum stripe.CatchUpSummary
+			var sum reconcile.EventSummary
 			var err error
 			go func() {
 				defer close(done)
-				sum, err = e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true})
+				sum, err = e.rec.Run(context.Background(), reconcile.Options{Resume: true})
 			}()
 			select {
 			case <-done:
@@ -88,9 +88,9 @@ func TestStripeRunStopsAtABound(t *testing.T) {
 		e := newStripeEnv(t, 3)
 		hanging := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 		defer hanging.Close()
-		e.rec.API = newStripeAPI(t, &stripetest.Server{URL: hanging.URL, Key: stripeKey}, 3)
+		e.rec.Lister = newStripeAPI(t, &stripetest.Server{URL: hanging.URL, Key: stripeKey}, 3)
 		e.rec.Limits = reconcile.Limits{Timeout: 300 * time.Millisecond}
-		_, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: time.Hour})
+		_, err := e.rec.Run(context.Background(), reconcile.Options{Since: time.Hour})
 		if !errors.Is(err, reconcile.ErrTimeout) {
 			t.Errorf("error %v, want ErrTimeout", err)
 		}
@@ -121,7 +121,7 @@ func TestStripeRunKeepsItsKeyAtItsOrigin(t *testing.T) {
 	e.api.AddFor("acct_1", "invoice.paid", e.now.Add(-time.Hour), map[string]any{"id": "in_a"}, false)
 	e.rec.Accounts = []string{"acct_1"}
 	e.api.RedirectTo(other.URL)
-	_, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour})
+	_, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour})
 	if !errors.Is(err, reconcile.ErrRedirect) {
 		t.Errorf("error %v, want ErrRedirect", err)
 	}
@@ -155,8 +155,8 @@ func TestStripeConnectAccounts(t *testing.T) {
 	e.rec.Accounts = []string{"acct_A", "acct_B"}
 
 	var lines []string
-	sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 3 * time.Hour,
-		OnEvent: func(r stripe.EventReport) { lines = append(lines, r.Account+" "+r.ID+" "+string(r.Disposition)) }})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 3 * time.Hour,
+		OnEvent: func(r reconcile.EventReport) { lines = append(lines, r.Account+" "+r.ID+" "+string(r.Disposition)) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func TestStripeConnectAccounts(t *testing.T) {
 	t.Run("Resume", func(t *testing.T) {
 		newer := e.api.AddFor("acct_B", "invoice.paid", e.now.Add(-10*time.Minute), map[string]any{"id": "in_b2"}, false)
 		before := len(e.proc.Processed())
-		sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true})
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestStripeConnectAccounts(t *testing.T) {
 		e.rec.Accounts = []string{"acct_gone", "acct_A"}
 		newer := e.api.AddFor("acct_A", "invoice.paid", e.now.Add(-5*time.Minute), map[string]any{"id": "in_a9"}, false)
 		before := len(e.proc.Processed())
-		sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 3 * time.Hour})
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 3 * time.Hour})
 		if err == nil || !strings.Contains(err.Error(), "account acct_gone") {
 			t.Errorf("error %v, want acct_gone's", err)
 		}
@@ -217,8 +217,8 @@ func TestStripeConnectAccounts(t *testing.T) {
 		}
 	})
 	t.Run("Star", func(t *testing.T) {
-		e.rec.Accounts, e.rec.AllAccounts = nil, true
-		sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 3 * time.Hour})
+		e.rec.Accounts, e.rec.Note = nil, stripe.NoteAllAccounts
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 3 * time.Hour})
 		if err != nil || sum.Note != stripe.NoteAllAccounts || len(sum.Accounts) != 0 || sum.Found != 3 {
 			t.Errorf("%+v %v", sum, err)
 		}

@@ -26,7 +26,7 @@ type stripeEnv struct {
 	pool  *pgxpool.Pool
 	store *reconcile.Store
 	proc  *reconciletest.ClaimingProcessor
-	rec   *stripe.CatchUp
+	rec   *reconcile.Events
 	now   time.Time
 }
 
@@ -35,9 +35,9 @@ func newStripeEnv(t *testing.T, pageSize int64) *stripeEnv {
 	e := &stripeEnv{api: stripetest.New(t, stripeKey), pool: pgtest.NewPool(t), now: time.Now().Truncate(time.Second)}
 	e.store = reconcile.NewStore(e.pool)
 	e.proc = &reconciletest.ClaimingProcessor{Pool: e.pool}
-	e.rec = &stripe.CatchUp{
-		API:       newStripeAPI(t, e.api, pageSize),
-		Decode:    stripe.Decode,
+	e.rec = &reconcile.Events{Source: stripe.Source, MaxTypes: stripe.MaxListTypes,
+		Lister:    newStripeAPI(t, e.api, pageSize),
+		Decode:    stripe.DecodeListed,
 		Processor: e.proc,
 		Claims:    e.store,
 		Store:     e.store,
@@ -88,11 +88,11 @@ func TestStripeRunProcessesExactlyTheMissing(t *testing.T) {
 	}
 	e.api.Add("invoice.paid", e.now.Add(-5*time.Hour), map[string]any{"id": "in_old"}, false) // before --since
 
-	sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 3 * time.Hour})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 3 * time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := stripe.CatchUpSummary{
+	want := reconcile.EventSummary{Source: "stripe",
 		From:  reconcile.Cursor{Created: e.now.Add(-3 * time.Hour)},
 		Found: 10, Known: 4, Processed: 6,
 		Cursor:  reconcile.Cursor{ID: evs[9].ID, Created: evs[9].Created},
@@ -128,7 +128,7 @@ func TestStripeRunProcessesExactlyTheMissing(t *testing.T) {
 
 	t.Run("SecondRunChangesNothing", func(t *testing.T) {
 		before := len(e.proc.Processed())
-		sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 3 * time.Hour})
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 3 * time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +139,7 @@ func TestStripeRunProcessesExactlyTheMissing(t *testing.T) {
 	t.Run("ResumeListsOnlyWhatIsNew", func(t *testing.T) {
 		newer := e.add(2, -10*time.Minute)
 		before := len(e.proc.Processed())
-		sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true})
+		sum, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,9 +158,9 @@ func TestStripeRunDryRunWritesNothing(t *testing.T) {
 	e := newStripeEnv(t, 100)
 	evs := e.add(5, -time.Hour)
 	e.deliver(t, evs[1])
-	var reports []stripe.EventReport
-	sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour, DryRun: true,
-		OnEvent: func(r stripe.EventReport) { reports = append(reports, r) }})
+	var reports []reconcile.EventReport
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour, DryRun: true,
+		OnEvent: func(r reconcile.EventReport) { reports = append(reports, r) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +196,7 @@ func TestStripeRunDryRunWritesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer release()
-	if _, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{DryRun: true}); err != nil {
+	if _, err := e.rec.Run(context.Background(), reconcile.Options{DryRun: true}); err != nil {
 		t.Errorf("dry run under another's lock: %v", err)
 	}
 }
@@ -213,7 +213,7 @@ func TestStripeRunResumesAfterAnInterruption(t *testing.T) {
 		}
 		return "", false
 	}
-	sum, err := e.rec.Run(ctx, stripe.CatchUpOptions{Since: 4 * time.Hour})
+	sum, err := e.rec.Run(ctx, reconcile.Options{Since: 4 * time.Hour})
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
 	}
@@ -227,7 +227,7 @@ func TestStripeRunResumesAfterAnInterruption(t *testing.T) {
 
 	e.proc.Outcome = nil
 	before := len(e.proc.Processed())
-	sum, err = e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true})
+	sum, err = e.rec.Run(context.Background(), reconcile.Options{Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestStripeRunAfterAKillMidBatch(t *testing.T) {
 	e.deliver(t, evs[:4]...) // what the killed run had processed
 	reconciletest.MustExec(t, e.pool, `INSERT INTO reconcile_cursors (source, scope, event_id, event_created) VALUES ('stripe', '', '', $1)`,
 		e.now.Add(-2*time.Hour))
-	sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,8 +282,8 @@ func TestStripeRunOutcomes(t *testing.T) {
 		return o, ok
 	}
 	var reports []string
-	sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour,
-		OnEvent: func(r stripe.EventReport) { reports = append(reports, string(r.Disposition)) }})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour,
+		OnEvent: func(r reconcile.EventReport) { reports = append(reports, string(r.Disposition)) }})
 	if !errors.Is(err, reconcile.ErrIncomplete) {
 		t.Errorf("error %v, want ErrIncomplete", err)
 	}
@@ -303,7 +303,7 @@ func TestStripeRunOutcomes(t *testing.T) {
 	_ = bad
 	e.proc.Outcome = nil
 	before := len(e.proc.Processed())
-	sum, err = e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true})
+	sum, err = e.rec.Run(context.Background(), reconcile.Options{Resume: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +319,7 @@ func TestStripeRunStopsWhenEveryEventFails(t *testing.T) {
 	e := newStripeEnv(t, 100)
 	e.add(20, -time.Hour)
 	e.proc.Outcome = func(webhooks.Event) (webhooks.Outcome, bool) { return webhooks.OutcomeError, true }
-	sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour})
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour})
 	if err == nil || sum.Failed != 5 || !sum.Cursor.IsZero() {
 		t.Errorf("error %v, summary %+v; want a stop after 5 failures and no cursor", err, sum)
 	}
@@ -332,7 +332,7 @@ func TestStripeRunFiltersHaveTheirOwnCursor(t *testing.T) {
 	e := newStripeEnv(t, 100)
 	paid := e.add(2, -time.Hour)
 	refund := e.api.Add("charge.refunded", e.now.Add(-30*time.Minute), map[string]any{"id": "ch_1"}, true)
-	sum, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour,
+	sum, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour,
 		Types: []string{"invoice.paid", "invoice.created"}, FailedOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -340,14 +340,14 @@ func TestStripeRunFiltersHaveTheirOwnCursor(t *testing.T) {
 	if sum.Scope != "types=invoice.created,invoice.paid;failed_only" || sum.Processed != 2 {
 		t.Errorf("summary %+v", sum)
 	}
-	if _, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true}); !errors.Is(err, reconcile.ErrNoCursor) {
+	if _, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true}); !errors.Is(err, reconcile.ErrNoCursor) {
 		t.Errorf("resume without filters: %v, want ErrNoCursor (the filtered run's cursor is not its)", err)
 	}
-	sum, err = e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true, Types: []string{"invoice.created", "invoice.paid"}, FailedOnly: true})
+	sum, err = e.rec.Run(context.Background(), reconcile.Options{Resume: true, Types: []string{"invoice.created", "invoice.paid"}, FailedOnly: true})
 	if err != nil || sum.From.ID != paid[1].ID || sum.Found != 0 {
 		t.Errorf("resume with the same filters: %+v, %v", sum, err)
 	}
-	sum, err = e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour})
+	sum, err = e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour})
 	if err != nil || sum.Found != 3 || sum.Known != 2 || sum.Processed != 1 {
 		t.Errorf("unfiltered: %+v, %v", sum, err)
 	}
@@ -360,7 +360,7 @@ func TestStripeRunSettleAndPinnedStart(t *testing.T) {
 	e := newStripeEnv(t, 100)
 	// The periodic job's options: resume, or look back an hour; leave the
 	// last two minutes to their deliveries.
-	opts := stripe.CatchUpOptions{Resume: true, Since: time.Hour, Settle: 2 * time.Minute, Trigger: reconcile.TriggerPeriodic}
+	opts := reconcile.Options{Resume: true, Since: time.Hour, Settle: 2 * time.Minute, Trigger: reconcile.TriggerPeriodic}
 	sum, err := e.rec.Run(context.Background(), opts)
 	if err != nil || sum.Found != 0 {
 		t.Fatalf("%+v, %v", sum, err)
@@ -400,8 +400,8 @@ func TestStripeRunProgress(t *testing.T) {
 	e := newStripeEnv(t, 100)
 	e.add(230, -5*time.Hour)
 	var found []int
-	_, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 6 * time.Hour,
-		Progress: func(s stripe.CatchUpSummary) { found = append(found, s.Found) }})
+	_, err := e.rec.Run(context.Background(), reconcile.Options{Since: 6 * time.Hour,
+		Progress: func(s reconcile.EventSummary) { found = append(found, s.Found) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,21 +424,21 @@ func TestStripeRunOneAtATime(t *testing.T) {
 	}
 	done := make(chan error)
 	go func() {
-		_, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour})
+		_, err := e.rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour})
 		done <- err
 	}()
 	<-inside
 	// Another replica, with its own pool, tries meanwhile.
 	other := *e.rec
 	other.Store = reconcile.NewStore(reconciletest.OpenPool(t, e.pool.Config().ConnString()))
-	if _, err := other.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour}); !errors.Is(err, reconcile.ErrBusy) {
+	if _, err := other.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour}); !errors.Is(err, reconcile.ErrBusy) {
 		t.Errorf("concurrent run: %v, want ErrBusy", err)
 	}
 	close(release)
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if _, err := other.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour}); err != nil {
+	if _, err := other.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour}); err != nil {
 		t.Errorf("run after the first finished: %v", err)
 	}
 }
@@ -449,10 +449,10 @@ func TestStripeRunOptions(t *testing.T) {
 	for i := range many {
 		many[i] = fmt.Sprint("t.", i)
 	}
-	if _, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Types: many}); err == nil {
+	if _, err := e.rec.Run(context.Background(), reconcile.Options{Types: many}); err == nil {
 		t.Error("21 types accepted")
 	}
-	if _, err := e.rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true}); !errors.Is(err, reconcile.ErrNoCursor) {
+	if _, err := e.rec.Run(context.Background(), reconcile.Options{Resume: true}); !errors.Is(err, reconcile.ErrNoCursor) {
 		t.Errorf("resume with no cursor: %v", err)
 	}
 }

@@ -39,12 +39,12 @@ func TestStripeWithTheRealProcessor(t *testing.T) {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 	store := reconcile.NewStore(r.Pool)
-	rec := &stripe.CatchUp{
-		API: newStripeAPI(t, api, 100), Provider: stripe.New([]string{receivertest.Secret(stripe.Spec)}),
-		Decode: stripe.Decode, Processor: r.Server.Processor(), Claims: store, Store: store, Log: reconciletest.Log(t),
+	rec := &reconcile.Events{Source: stripe.Source, MaxTypes: stripe.MaxListTypes,
+		Lister: newStripeAPI(t, api, 100), Provider: stripe.New([]string{receivertest.Secret(stripe.Spec)}),
+		Decode: stripe.DecodeListed, Processor: r.Server.Processor(), Claims: store, Store: store, Log: reconciletest.Log(t),
 	}
 
-	sum, err := rec.Run(context.Background(), stripe.CatchUpOptions{Since: time.Hour})
+	sum, err := rec.Run(context.Background(), reconcile.Options{Since: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestStripeWithTheRealProcessor(t *testing.T) {
 
 	t.Run("SecondRunChangesNothing", func(t *testing.T) {
 		before := r.Snapshot(t)
-		sum, err := rec.Run(context.Background(), stripe.CatchUpOptions{Since: time.Hour})
+		sum, err := rec.Run(context.Background(), reconcile.Options{Since: time.Hour})
 		if err != nil || sum.Known != 3 || sum.Processed != 0 {
 			t.Errorf("%+v %v", sum, err)
 		}
@@ -102,7 +102,7 @@ func TestStripeWithTheRealProcessor(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			if _, err := rec.Run(context.Background(), stripe.CatchUpOptions{Resume: true}); err != nil {
+			if _, err := rec.Run(context.Background(), reconcile.Options{Resume: true}); err != nil {
 				t.Error(err)
 			}
 		}()

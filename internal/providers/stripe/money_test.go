@@ -425,10 +425,10 @@ func catchUp(t *testing.T, r *rt.Receiver, api *stripetest.Server) {
 	// Every account's events are listed (with Stripe-Account), the
 	// configured ones and the others alike, so that the provider, not the
 	// listing, is what decides: reconciled as delivered.
-	rec := &stripe.CatchUp{API: newStripeAPI(t, api, 100), Provider: prov, Decode: stripe.Decode,
+	rec := &reconcile.Events{Source: stripe.Source, MaxTypes: stripe.MaxListTypes, Lister: newStripeAPI(t, api, 100), Provider: prov, Decode: stripe.DecodeListed,
 		Processor: r.Server.Processor(), Claims: store, Store: store, Log: reconciletest.Log(t),
 		Accounts: []string{"acct_A", "acct_B"}}
-	sum, err := rec.Run(context.Background(), stripe.CatchUpOptions{Since: 2 * time.Hour})
+	sum, err := rec.Run(context.Background(), reconcile.Options{Since: 2 * time.Hour})
 	if err != nil {
 		t.Fatalf("catch-up: %v (%+v)", err, sum)
 	}

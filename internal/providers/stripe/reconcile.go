@@ -1,12 +1,10 @@
 package stripe
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -76,8 +74,18 @@ func connectAccountID(a string) bool {
 }
 
 // Reconciler catches up on Stripe events the endpoint never received, from
-// Stripe's Events API, through the same processor and claims as a
-// delivery.
+// Stripe's Events API (API.List), through the same processor and claims as
+// a delivery (reconcile.Events). An event fetched over TLS with the API key
+// is authentic without a signature; its stored body is its JSON object byte
+// for byte as the API returned it.
+//
+// A platform with connected accounts (STRIPE_CONNECT_ACCOUNTS) has their
+// events too: those are not in the platform's own listing, but in each
+// account's, read with the Stripe-Account header: a run lists the
+// platform's events, then each listed account's, each with a cursor of its
+// own. An account list of "*" cannot be enumerated from the events API:
+// the run says so (NoteAllAccounts), and lists the platform's own events
+// only.
 var Reconciler = reconcile.Reconciler{
 	Name:   "stripe",
 	Source: Source,
@@ -98,71 +106,26 @@ var Reconciler = reconcile.Reconciler{
 			return nil, fmt.Errorf("%s %w", connectAccounts.Name, err)
 		}
 		store := reconcile.NewStore(e.Pool)
-		return instance{
-			CatchUp: &CatchUp{API: api, Provider: e.Provider, Decode: Decode, Processor: e.Processor,
-				Claims: store, Store: store, Log: e.Log, Accounts: accounts, AllAccounts: all},
-			periodicTypes: catchUpTypes,
-		}, nil
+		r := Events(api, e.Provider, e.Processor, store)
+		r.Log, r.Accounts = e.Log, accounts
+		if all {
+			r.Note = NoteAllAccounts
+		}
+		return r.Instance(), nil
 	},
 }
 
-// instance is the reconcile.Instance of Stripe's catch-up, with the
-// event types the periodic job lists (those the provider acts on).
-type instance struct {
-	*CatchUp
-	periodicTypes []string
+// NoteAllAccounts is a run's note when STRIPE_CONNECT_ACCOUNTS is *.
+const NoteAllAccounts = "STRIPE_CONNECT_ACCOUNTS is *: the events API cannot enumerate connected accounts, " +
+	"so no connected account's events were listed; list the accounts (acct_…) to reconcile theirs"
+
+// Events returns the reconciliation of Stripe's events listed by api
+// (an *API), handed to proc as deliveries of prov, with store's claims,
+// cursors and runs.
+func Events(api reconcile.Lister, prov webhooks.Provider, proc reconcile.Processor, store *reconcile.Store) *reconcile.Events {
+	return &reconcile.Events{Source: Source, Lister: api, Decode: DecodeListed, Provider: prov, Processor: proc,
+		Claims: store, Store: store, MaxTypes: MaxListTypes, PeriodicTypes: catchUpTypes}
 }
 
-// Run implements reconcile.Instance.
-func (s instance) Run(ctx context.Context, o reconcile.Options) (reconcile.Summary, error) {
-	so := CatchUpOptions{Since: o.Since, Resume: o.Resume, Types: o.Types, FailedOnly: o.FailedOnly, DryRun: o.DryRun,
-		Trigger: o.Trigger}
-	if o.Out != nil {
-		so.OnEvent = func(r EventReport) {
-			if o.DryRun || r.Disposition != reconcile.DispKnown {
-				line := fmt.Sprintf("%s %s %s %s", r.Created.UTC().Format(time.RFC3339), r.ID, r.Type, r.Disposition)
-				if r.Account != "" {
-					line = r.Account + " " + line
-				}
-				if r.Err != nil {
-					line += ": " + r.Err.Error()
-				}
-				fmt.Fprintln(o.Out, line)
-			}
-		}
-		so.Progress = func(sum CatchUpSummary) {
-			if sum.Found > 0 && sum.Found%100 == 0 {
-				fmt.Fprintf(o.Out, "… %s\n", sum)
-			}
-		}
-	}
-	sum, err := s.CatchUp.Run(ctx, so)
-	return sum, err
-}
-
-// Job implements reconcile.Instance.
-func (s instance) Job() reconcile.Job {
-	return s.CatchUp.Job(CatchUpOptions{Types: s.periodicTypes}, 0)
-}
-
-// Job returns the periodic job of Stripe: Resume from the cursor of the
-// last run with o's filters, or from lookback ago (reconcile.DefaultLookback when 0)
-// the first time, leaving events younger than o.Settle (reconcile.DefaultSettle
-// when 0) to their delivery. Give it the types the receiver handles, so that
-// what it counts as missed is what the endpoint should have received.
-func (s *CatchUp) Job(o CatchUpOptions, lookback time.Duration) reconcile.Job {
-	if lookback <= 0 {
-		lookback = reconcile.DefaultLookback
-	}
-	if o.Settle <= 0 {
-		o.Settle = reconcile.DefaultSettle
-	}
-	o.Resume, o.Since, o.DryRun, o.Trigger = true, lookback, false, reconcile.TriggerPeriodic
-	return reconcile.Job{Source: Source, Run: func(ctx context.Context) (reconcile.Tally, error) {
-		sum, err := s.Run(ctx, o)
-		if err == nil {
-			s.log().Info("reconcile stripe", "summary", sum.String())
-		}
-		return sum.Tally(), err
-	}}
-}
+// DecodeListed is Decode of a listed event's raw JSON.
+func DecodeListed(l reconcile.Listed) (webhooks.Event, error) { return Decode(l.Raw) }
