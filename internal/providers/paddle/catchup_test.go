@@ -46,9 +46,9 @@ func newPaddleEnv(t *testing.T, pageSize int) *paddleEnv {
 	e := &paddleEnv{api: paddletest.New(t, paddleKey), pool: pgtest.NewPool(t), now: time.Now().Truncate(time.Second)}
 	e.store = reconcile.NewStore(e.pool)
 	e.proc = &reconciletest.ClaimingProcessor{Pool: e.pool}
-	e.rec = &reconcile.Events{Source: paddle.Source, 
-		Lister:       newPaddleAPI(t, e.api, pageSize),
-		Decode: paddle.DecodeListed,
+	e.rec = &reconcile.Events{Source: paddle.Source,
+		Lister:    newPaddleAPI(t, e.api, pageSize),
+		Decode:    paddle.DecodeListed,
 		Processor: e.proc,
 		Claims:    e.store,
 		Store:     e.store,

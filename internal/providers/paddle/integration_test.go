@@ -51,7 +51,7 @@ func TestPaddleWithTheRealProcessor(t *testing.T) {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
 	}
 	store := reconcile.NewStore(r.Pool)
-	rec := &reconcile.Events{Source: paddle.Source, 
+	rec := &reconcile.Events{Source: paddle.Source,
 		Lister: newPaddleAPI(t, api, 200), Provider: paddle.New([]string{receivertest.Secret(paddle.Spec)}, paddle.DefaultTolerance),
 		Decode: paddle.DecodeListed, Processor: r.Server.Processor(), Claims: store, Store: store, Log: reconciletest.Log(t),
 	}
