@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"iter"
 	"net/http"
+	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/reconcile"
-	stripego "github.com/stripe/stripe-go/v76"
-	"github.com/stripe/stripe-go/v76/event"
-	"github.com/stripe/stripe-go/v76/form"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // MaxListTypes is how many event types one listing may filter on
@@ -49,9 +49,8 @@ type APIConfig struct {
 	// BaseURL, which sends the key to BaseURL's origin only and bounds
 	// every run (see reconcile.Bound).
 	HTTPClient *http.Client
-	// MaxNetworkRetries is how often stripe-go retries a request that
-	// failed in a way Stripe says is safe to retry; nil: stripe-go's
-	// default (2).
+	// MaxNetworkRetries is how often a request that failed with 429, a
+	// 5xx or no answer is tried again; nil: 2.
 	MaxNetworkRetries *int64
 	// PageSize is the limit of each request; 0: 100, the most Stripe
 	// allows.
@@ -60,44 +59,45 @@ type APIConfig struct {
 	Now func() time.Time
 }
 
-// API lists events from Stripe's API with stripe-go v76.
+// DefaultAPIBase is Stripe's API (STRIPE_API_BASE's default).
+const DefaultAPIBase = "https://api.stripe.com"
+
+// APIVersion is the Stripe-Version every request of the receiver's is
+// pinned to: the version stripe-go v76, which the receiver reads events
+// with, was built against, so that an object read from the API has the
+// shape of the same object in an event.
+const APIVersion = "2023-10-16"
+
+// API is Stripe's API, called over raw HTTP (reconcile.API: the key to
+// BaseURL's origin only, retries, bounds) with a pinned Stripe-Version.
+// stripe-go's clients are not used for it: their iterators decode every
+// event into stripe-go's structs (an event of an old API version fails
+// that, stripe-go #441, #1333) and re-marshal what the receiver must keep
+// byte for byte, and v76 has no client for the API's newer resources.
 type API struct {
-	client   event.Client
+	*reconcile.API
 	pageSize int64
 	now      func() time.Time
 }
 
-// NewAPI returns a client of Stripe's Events API. It logs nothing of
-// its own (stripe-go's logger is silenced): errors are returned.
+// NewAPI returns a client of Stripe's API.
 func NewAPI(cfg APIConfig) (*API, error) {
 	if cfg.Key == "" {
 		return nil, errors.New("stripe api: no API key")
 	}
-	if cfg.HTTPClient == nil {
-		base := cfg.BaseURL
-		if base == "" {
-			base = stripego.APIURL
-		}
-		hc, err := reconcile.NewClient(base)
-		if err != nil {
-			return nil, fmt.Errorf("stripe api: %w", err)
-		}
-		cfg.HTTPClient = hc
+	var retries *int
+	if cfg.MaxNetworkRetries != nil {
+		n := int(*cfg.MaxNetworkRetries)
+		retries = &n
 	}
-	bc := &stripego.BackendConfig{
-		HTTPClient:        cfg.HTTPClient,
-		MaxNetworkRetries: cfg.MaxNetworkRetries,
-		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
-		EnableTelemetry:   stripego.Bool(false),
+	api, err := reconcile.NewAPI(reconcile.APIConfig{Base: cfg.BaseURL, DefaultBase: DefaultAPIBase,
+		Header: http.Header{"Authorization": {"Bearer " + cfg.Key}, "Stripe-Version": {APIVersion},
+			"Accept": {"application/json"}},
+		HTTPClient: cfg.HTTPClient, MaxRetries: retries, Error: apiError})
+	if err != nil {
+		return nil, fmt.Errorf("stripe api: %w", err)
 	}
-	if cfg.BaseURL != "" {
-		bc.URL = stripego.String(cfg.BaseURL)
-	}
-	a := &API{
-		client:   event.Client{B: eventsBackend{stripego.GetBackendWithConfig(stripego.APIBackend, bc)}, Key: cfg.Key},
-		pageSize: cfg.PageSize,
-		now:      cfg.Now,
-	}
+	a := &API{API: api, pageSize: cfg.PageSize, now: cfg.Now}
 	if a.pageSize <= 0 || a.pageSize > 100 {
 		a.pageSize = 100
 	}
@@ -105,6 +105,47 @@ func NewAPI(cfg APIConfig) (*API, error) {
 		a.now = time.Now
 	}
 	return a, nil
+}
+
+// APIError is an error answer of Stripe's API: {"error": {"type", "code",
+// "param", "message"}}.
+type APIError struct {
+	Status  int
+	Type    string // invalid_request_error, api_error, …
+	Code    string // resource_missing, …
+	Param   string
+	Message string
+}
+
+func (e *APIError) Error() string {
+	s := fmt.Sprintf("stripe api: status %d, %s", e.Status, webhooks.Quote(e.Type, 64))
+	if e.Code != "" {
+		s += " (" + webhooks.Quote(e.Code, 64) + ")"
+	}
+	return s + ": " + webhooks.Quote(e.Message, 200)
+}
+
+// apiError reads an error answer. Its fields are kept as Stripe wrote
+// them, and quoted when printed.
+func apiError(status int, body []byte) error {
+	var e struct {
+		Error struct {
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+			Param   string `json:"param"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(body, &e)
+	return &APIError{Status: status, Type: e.Error.Type, Code: e.Error.Code, Param: e.Error.Param, Message: e.Error.Message}
+}
+
+// account is the header of a request made for a connected account.
+func account(acct string) http.Header {
+	if acct == "" {
+		return nil
+	}
+	return http.Header{"Stripe-Account": {acct}}
 }
 
 // List lists the events q selects in creation order, oldest first,
@@ -178,61 +219,101 @@ var errCursorGone = errors.New("stripe no longer has the cursor's event")
 // errStopped ends a walk whose consumer stopped.
 var errStopped = errors.New("stopped")
 
-// params are the filters of q as stripe-go list parameters.
-func (a *API) params(ctx context.Context, q reconcile.Window) *stripego.EventListParams {
-	p := &stripego.EventListParams{}
-	// Each listing (each stripe-go iterator) follows its own pages within
-	// the run (see eventsBackend.CallRaw).
-	p.Context = context.WithValue(ctx, pagesKey{}, reconcile.NewPages(ctx))
-	p.Limit = stripego.Int64(a.pageSize)
-	if q.Account != "" {
-		p.SetStripeAccount(q.Account)
-	}
-	if len(q.Types) > 0 {
-		p.Types = stripego.StringSlice(q.Types)
+// params are the filters of q as list parameters, with the page size.
+func (a *API) params(q reconcile.Window) url.Values {
+	v := url.Values{}
+	v.Set("limit", strconv.FormatInt(a.pageSize, 10))
+	for i, t := range q.Types {
+		v.Set("types["+strconv.Itoa(i)+"]", t)
 	}
 	if q.FailedOnly {
-		p.DeliverySuccess = stripego.Bool(false)
+		v.Set("delivery_success", "false")
 	}
-	if !q.Since.IsZero() || !q.Until.IsZero() {
-		p.CreatedRange = &stripego.RangeQueryParams{}
-		if !q.Since.IsZero() {
-			p.CreatedRange.GreaterThanOrEqual = q.Since.Unix()
-		}
-		if !q.Until.IsZero() {
-			p.CreatedRange.LesserThanOrEqual = q.Until.Unix()
+	if !q.Since.IsZero() {
+		v.Set("created[gte]", strconv.FormatInt(q.Since.Unix(), 10))
+	}
+	if !q.Until.IsZero() {
+		v.Set("created[lte]", strconv.FormatInt(q.Until.Unix(), 10))
+	}
+	return v
+}
+
+// page is one page of events, newest first as Stripe lists them.
+type page struct {
+	events []reconcile.Listed
+	more   bool
+}
+
+// list fetches one page with the parameters v, counted against the
+// listing's pages: a cursor given before, or has_more after a page with
+// nothing new, stops the run.
+func (a *API) list(ctx context.Context, q reconcile.Window, v url.Values, pages *reconcile.Pages) (page, error) {
+	cursor := ""
+	for _, name := range []string{"ending_before", "starting_after"} {
+		if c := v.Get(name); c != "" {
+			cursor = name + "=" + c
 		}
 	}
-	return p
+	if err := pages.Next(cursor); err != nil {
+		return page{}, err
+	}
+	body, err := a.Do(ctx, http.MethodGet, "/v1/events", v, nil, account(q.Account))
+	if err != nil {
+		return page{}, fmt.Errorf("list stripe events: %w", err)
+	}
+	var raw struct {
+		Data    []json.RawMessage `json:"data"`
+		HasMore bool              `json:"has_more"`
+	}
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return page{}, fmt.Errorf("list stripe events: page: %w", err)
+	}
+	p := page{more: raw.HasMore, events: make([]reconcile.Listed, len(raw.Data))}
+	for i, obj := range raw.Data {
+		var head struct {
+			ID      string `json:"id"`
+			Type    string `json:"type"`
+			Created int64  `json:"created"`
+		}
+		if err := json.Unmarshal(obj, &head); err != nil || head.ID == "" {
+			return page{}, fmt.Errorf("list stripe events: event %d of the page has no id", i)
+		}
+		p.events[i] = reconcile.Listed{ID: head.ID, Type: head.Type, At: time.Unix(head.Created, 0), Raw: bytes.Clone(obj)}
+	}
+	if err := pages.Got(len(p.events), p.more); err != nil {
+		return page{}, err
+	}
+	return p, nil
 }
 
 // walk yields every event after anchor (newer, in Stripe's order) that q
-// selects, oldest first, with stripe-go's iterator walking ending_before.
+// selects, oldest first: pages of ending_before, each newest first and
+// turned round, the next after the newest of the last.
 func (a *API) walk(ctx context.Context, q reconcile.Window, anchor string, emit func(reconcile.Listed) bool) error {
-	p := a.params(ctx, q)
-	p.EndingBefore = stripego.String(anchor)
-	it := a.client.List(p)
-	var page pageEvents
-	seen := 0
-	for it.Next() {
-		ev, err := page.event(it.EventList(), it.Event())
+	pages := reconcile.NewPages(ctx)
+	v := a.params(q)
+	for seen := 0; ; {
+		v.Set("ending_before", anchor)
+		p, err := a.list(ctx, q, v, pages)
+		var ae *APIError
+		if seen == 0 && errors.As(err, &ae) && ae.Type == "invalid_request_error" &&
+			(ae.Code == "resource_missing" || ae.Param == "ending_before") {
+			return errCursorGone
+		}
 		if err != nil {
 			return err
 		}
-		seen++
-		if !emit(ev) {
-			return errStopped
+		for i := len(p.events) - 1; i >= 0; i-- {
+			seen++
+			if !emit(p.events[i]) {
+				return errStopped
+			}
 		}
-	}
-	if err := it.Err(); err != nil {
-		var se *stripego.Error
-		if seen == 0 && errors.As(err, &se) && se.Type == stripego.ErrorTypeInvalidRequest &&
-			(se.Code == stripego.ErrorCodeResourceMissing || se.Param == "ending_before") {
-			return errCursorGone
+		if !p.more || len(p.events) == 0 {
+			return nil
 		}
-		return fmt.Errorf("list stripe events: %w", err)
+		anchor = p.events[0].ID
 	}
-	return nil
 }
 
 // oldest finds the oldest event q selects at or after q.Since (see List).
@@ -301,196 +382,40 @@ func (a *API) oldest(ctx context.Context, q reconcile.Window) (reconcile.Listed,
 // newest first, and returns its last (oldest) event, how many it holds and
 // whether there are more.
 func (a *API) window(ctx context.Context, q reconcile.Window, lo, end time.Time) (last reconcile.Listed, n int, more bool, err error) {
-	p := a.params(ctx, q)
-	p.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: lo.Unix(), LesserThan: end.Unix()}
-	p.Single = true
-	it := a.client.List(p)
-	var page pageEvents
-	for it.Next() {
-		ev, err := page.event(it.EventList(), it.Event())
-		if err != nil {
-			return reconcile.Listed{}, 0, false, err
-		}
-		last, n = ev, n+1
+	p, err := a.list(ctx, q, a.between(q, lo, end), reconcile.NewPages(ctx))
+	if err != nil || len(p.events) == 0 {
+		return reconcile.Listed{}, 0, false, err
 	}
-	if err := it.Err(); err != nil {
-		return reconcile.Listed{}, 0, false, fmt.Errorf("list stripe events: %w", err)
-	}
-	return last, n, it.Meta().HasMore, nil
+	return p.events[len(p.events)-1], len(p.events), p.more, nil
 }
 
 // lastOf pages through the events of [lo, end) newest first and returns the
 // last one, the oldest: for a second that holds more than one page.
 func (a *API) lastOf(ctx context.Context, q reconcile.Window, lo, end time.Time) (reconcile.Listed, bool, error) {
-	p := a.params(ctx, q)
-	p.CreatedRange = &stripego.RangeQueryParams{GreaterThanOrEqual: lo.Unix(), LesserThan: end.Unix()}
-	it := a.client.List(p)
-	var page pageEvents
+	pages := reconcile.NewPages(ctx)
+	v := a.between(q, lo, end)
 	var last reconcile.Listed
 	found := false
-	for it.Next() {
-		ev, err := page.event(it.EventList(), it.Event())
+	for {
+		p, err := a.list(ctx, q, v, pages)
 		if err != nil {
 			return reconcile.Listed{}, false, err
 		}
-		last, found = ev, true
+		if len(p.events) > 0 {
+			last, found = p.events[len(p.events)-1], true
+		}
+		if !p.more || len(p.events) == 0 {
+			return last, found, nil
+		}
+		v.Set("starting_after", last.ID)
 	}
-	if err := it.Err(); err != nil {
-		return reconcile.Listed{}, false, fmt.Errorf("list stripe events: %w", err)
-	}
-	return last, found, nil
 }
 
-// pageEvents holds the raw JSON of the events of the page an iterator is
-// on. stripe-go decodes each page into a *stripego.EventList whose
-// LastResponse.RawJSON is the response body as received; its data array,
-// decoded as json.RawMessage, gives each event's object as the API wrote
-// it. The page changes when the iterator fetches the next one, which shows
-// as a new *stripego.EventList.
-type pageEvents struct {
-	list *stripego.EventList
-	raw  map[string][]byte
-}
-
-func (p *pageEvents) event(list *stripego.EventList, ev *stripego.Event) (reconcile.Listed, error) {
-	if list != p.list {
-		raw, err := rawEvents(list)
-		if err != nil {
-			return reconcile.Listed{}, err
-		}
-		p.list, p.raw = list, raw
-	}
-	raw, ok := p.raw[ev.ID]
-	if !ok {
-		return reconcile.Listed{}, fmt.Errorf("list stripe events: event %s is not in the raw page", ev.ID)
-	}
-	return reconcile.Listed{ID: ev.ID, Type: string(ev.Type), At: time.Unix(ev.Created, 0), Raw: raw}, nil
-}
-
-// rawEvents maps each event of a page to its JSON object as received.
-func rawEvents(list *stripego.EventList) (map[string][]byte, error) {
-	if list.LastResponse == nil {
-		return nil, errors.New("list stripe events: the page has no raw response")
-	}
-	var body struct {
-		Data []json.RawMessage `json:"data"`
-	}
-	if err := json.Unmarshal(list.LastResponse.RawJSON, &body); err != nil {
-		return nil, fmt.Errorf("list stripe events: raw page: %w", err)
-	}
-	if len(body.Data) != len(list.Data) {
-		return nil, fmt.Errorf("list stripe events: raw page has %d events, decoded %d", len(body.Data), len(list.Data))
-	}
-	raw := make(map[string][]byte, len(body.Data))
-	for i, obj := range body.Data {
-		var head struct {
-			ID string `json:"id"`
-		}
-		if err := json.Unmarshal(obj, &head); err != nil || head.ID != list.Data[i].ID {
-			return nil, fmt.Errorf("list stripe events: raw event %d is not %s", i, list.Data[i].ID)
-		}
-		raw[head.ID] = bytes.Clone(obj)
-	}
-	return raw, nil
-}
-
-// eventsBackend is stripe-go's backend, but decodes a page of events one
-// event at a time, so that an event stripe-go's struct cannot hold (an old
-// API version's "request" as a string: stripe-go #441, #1333) does not
-// fail the whole page and stop the reconciliation: such an event is kept
-// with its envelope (id, type, created), which is all the iterator and the
-// listing use, and its raw JSON, which is all the processor uses.
-//
-// It also follows each listing's pages (reconcile.Pages): stripe-go's
-// iterator asks for the next page, with the newest (ending_before) or
-// oldest (starting_after) event of the last one as its cursor, for as long
-// as the API says has_more, so an API that repeats a page would be listed
-// for ever; one that says has_more with an empty page would end the
-// listing silently, as if it were complete. Both stop the run instead.
-type eventsBackend struct {
-	stripego.Backend
-}
-
-// pagesKey carries a listing's reconcile.Pages in its requests' context.
-type pagesKey struct{}
-
-// CallRaw is what event.Client.List calls for each page.
-func (b eventsBackend) CallRaw(method, path, key string, body *form.Values, params *stripego.Params, v stripego.LastResponseSetter) error {
-	list, ok := v.(*stripego.EventList)
-	if !ok {
-		return b.Backend.CallRaw(method, path, key, body, params, v)
-	}
-	var pages *reconcile.Pages
-	if params != nil && params.Context != nil {
-		pages, _ = params.Context.Value(pagesKey{}).(*reconcile.Pages)
-	}
-	if pages != nil {
-		cursor := ""
-		if body != nil {
-			for _, name := range []string{"ending_before", "starting_after"} {
-				if c := body.Get(name); len(c) > 0 {
-					cursor = name + "=" + c[0]
-				}
-			}
-		}
-		if err := pages.Next(cursor); err != nil {
-			return err
-		}
-	}
-	var page rawList
-	if err := b.Backend.CallRaw(method, path, key, body, params, &page); err != nil {
-		return err
-	}
-	if pages != nil {
-		if err := pages.Got(len(page.Data), page.HasMore); err != nil {
-			return err
-		}
-	}
-	list.HasMore, list.URL = page.HasMore, page.URL
-	list.Data = make([]*stripego.Event, len(page.Data))
-	for i, raw := range page.Data {
-		ev, err := decodeListedEvent(raw)
-		if err != nil {
-			return fmt.Errorf("event %d of the page: %w", i, err)
-		}
-		list.Data[i] = ev
-	}
-	list.SetLastResponse(page.resp)
-	return nil
-}
-
-// rawList is a page of events with each event left as it was received.
-type rawList struct {
-	Data    []json.RawMessage `json:"data"`
-	HasMore bool              `json:"has_more"`
-	URL     string            `json:"url"`
-	resp    *stripego.APIResponse
-}
-
-func (l *rawList) SetLastResponse(r *stripego.APIResponse) { l.resp = r }
-
-// decodeListedEvent decodes an event with stripe-go's struct, or, when the
-// struct cannot hold it, its envelope alone.
-func decodeListedEvent(raw json.RawMessage) (*stripego.Event, error) {
-	ev := &stripego.Event{}
-	if err := json.Unmarshal(raw, ev); err == nil && ev.ID != "" {
-		return ev, nil
-	}
-	var head struct {
-		ID              string             `json:"id"`
-		Object          string             `json:"object"`
-		APIVersion      string             `json:"api_version"`
-		Created         int64              `json:"created"`
-		Livemode        bool               `json:"livemode"`
-		PendingWebhooks int64              `json:"pending_webhooks"`
-		Type            stripego.EventType `json:"type"`
-	}
-	if err := json.Unmarshal(raw, &head); err != nil {
-		return nil, err
-	}
-	if head.ID == "" {
-		return nil, errors.New("event without an id")
-	}
-	return &stripego.Event{ID: head.ID, Object: head.Object, APIVersion: head.APIVersion, Created: head.Created,
-		Livemode: head.Livemode, PendingWebhooks: head.PendingWebhooks, Type: head.Type}, nil
+// between is q's parameters for the events created in [lo, end).
+func (a *API) between(q reconcile.Window, lo, end time.Time) url.Values {
+	v := a.params(q)
+	v.Del("created[lte]")
+	v.Set("created[gte]", strconv.FormatInt(lo.Unix(), 10))
+	v.Set("created[lt]", strconv.FormatInt(end.Unix(), 10))
+	return v
 }
