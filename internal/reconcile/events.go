@@ -302,18 +302,11 @@ func (e *Events) Run(ctx context.Context, o Options) (EventSummary, error) {
 	case o.Since < 0 || o.Settle < 0:
 		return sum, fmt.Errorf("%s: negative duration", name)
 	}
-	if o.Trigger == "" {
-		o.Trigger = TriggerCLI
+	ctx, run, err := Begin(ctx, e.Store, e.Source, o, e.Limits, e.Log)
+	if err != nil {
+		return sum, err
 	}
-	ctx, unbound := Bound(ctx, e.Limits)
-	defer unbound()
-	if !o.DryRun {
-		release, err := e.Store.Lock(ctx, e.Source)
-		if err != nil {
-			return sum, err
-		}
-		defer release()
-	}
+	defer run.End()
 
 	// Where each listing starts: the source's own, then each further one.
 	now := e.now()
@@ -352,14 +345,10 @@ func (e *Events) Run(ctx context.Context, o Options) (EventSummary, error) {
 		}
 	}
 
-	var runID int64
-	if !o.DryRun {
-		id, err := e.Store.StartRun(ctx, e.Source, o.Trigger)
-		if err != nil {
-			return sum, Cause(ctx, err)
-		}
-		runID = id
+	if err := run.Start(ctx); err != nil {
+		return sum, err
 	}
+	runID := run.ID()
 	var errs []error
 	for _, l := range listings {
 		if ctx.Err() != nil {
@@ -401,22 +390,7 @@ func (e *Events) Run(ctx context.Context, o Options) (EventSummary, error) {
 			errs = append(errs, err)
 		}
 	}
-	err := Cause(ctx, errors.Join(errs...))
-	if errors.Is(err, ErrStopped) {
-		err = fmt.Errorf("%s: %w", name, err)
-	}
-	if err == nil && sum.Failed > 0 {
-		err = fmt.Errorf("%s: %d events not processed: %w", name, sum.Failed, ErrIncomplete)
-	}
-	if !o.DryRun {
-		// The record outlives a cancelled or stopped run.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if ferr := e.Store.FinishRun(sctx, runID, sum.Tally(), sum, err); ferr != nil {
-			e.log().Error(name+": record run", "error", ferr)
-		}
-	}
-	return sum, err
+	return sum, run.Finish(ctx, sum, sum.Tally(), sum.Failed, "events", errors.Join(errs...))
 }
 
 // summary is an empty summary of a run with o, of the listing account.

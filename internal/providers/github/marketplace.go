@@ -21,7 +21,6 @@ package github
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"iter"
 	"log/slog"
@@ -240,41 +239,17 @@ type listed struct {
 // not be processed; the summary says what was done either way.
 func (m *Marketplace) Run(ctx context.Context, o MarketplaceOptions) (MarketplaceSummary, error) {
 	sum := MarketplaceSummary{DryRun: o.DryRun, Findings: []Finding{}}
-	if o.Trigger == "" {
-		o.Trigger = reconcile.TriggerCLI
+	ctx, run, err := reconcile.Begin(ctx, m.Store, SourceMarketplace,
+		reconcile.Options{DryRun: o.DryRun, Trigger: o.Trigger}, m.Limits, m.Log)
+	if err != nil {
+		return sum, err
 	}
-	ctx, unbound := reconcile.Bound(ctx, m.Limits)
-	defer unbound()
-	if !o.DryRun {
-		release, err := m.Store.Lock(ctx, SourceMarketplace)
-		if err != nil {
-			return sum, err
-		}
-		defer release()
+	defer run.End()
+	if err := run.Start(ctx); err != nil {
+		return sum, err
 	}
-	var runID int64
-	if !o.DryRun {
-		id, err := m.Store.StartRun(ctx, SourceMarketplace, o.Trigger)
-		if err != nil {
-			return sum, reconcile.Cause(ctx, err)
-		}
-		runID = id
-	}
-	err := reconcile.Cause(ctx, m.reconcile(ctx, o, &sum))
-	if errors.Is(err, reconcile.ErrStopped) {
-		err = fmt.Errorf("reconcile github marketplace: %w", err)
-	}
-	if err == nil && sum.Failed > 0 {
-		err = fmt.Errorf("reconcile github marketplace: %d corrections not processed: %w", sum.Failed, reconcile.ErrIncomplete)
-	}
-	if !o.DryRun {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if e := m.Store.FinishRun(ctx, runID, sum.Tally(), sum, err); e != nil {
-			m.log().Error("reconcile github marketplace: record run", "error", e)
-		}
-	}
-	return sum, err
+	err = m.reconcile(ctx, o, &sum)
+	return sum, run.Finish(ctx, sum, sum.Tally(), sum.Failed, "corrections", err)
 }
 
 func (m *Marketplace) reconcile(ctx context.Context, o MarketplaceOptions, sum *MarketplaceSummary) error {
