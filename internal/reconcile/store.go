@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paywebhooks/receiver/internal/db"
-	"github.com/paywebhooks/receiver/internal/orders"
 )
 
 // Store is reconciliation's own state in PostgreSQL (migration 000004): the
@@ -234,15 +233,4 @@ func (s *Store) Known(ctx context.Context, keys []string) (map[string]bool, erro
 		known[k] = true
 	}
 	return known, nil
-}
-
-// Orders returns the orders of source, for comparison with a provider's
-// truth.
-func (s *Store) Orders(ctx context.Context, source string) ([]orders.Listing, error) {
-	return orders.ListBySource(ctx, s.pool, source)
-}
-
-// Order returns the order of source with the business key externalID.
-func (s *Store) Order(ctx context.Context, source, externalID string) (orders.Listing, bool, error) {
-	return orders.ListingOf(ctx, s.pool, source, externalID)
 }

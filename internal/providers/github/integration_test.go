@@ -41,7 +41,7 @@ func TestMarketplaceWithTheRealProcessor(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &github.Marketplace{API: ghAPI, Provider: github.New([]string{receivertest.Secret(github.Spec)}, receivertest.NotifyEmail),
-		Processor: r.Server.Processor(), Store: reconcile.NewStore(r.Pool), Log: reconciletest.Log(t)}
+		Processor: r.Server.Processor(), Store: reconcile.NewStore(r.Pool), Orders: r.Pool, Log: reconciletest.Log(t)}
 	sum, err := rec.Run(context.Background(), github.MarketplaceOptions{})
 	if err != nil {
 		t.Fatal(err)

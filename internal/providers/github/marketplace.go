@@ -57,8 +57,10 @@ type Marketplace struct {
 	Provider  webhooks.Provider
 	Processor reconcile.Processor
 	Store     *reconcile.Store
-	Log       *slog.Logger     // nil: slog.Default()
-	Now       func() time.Time // nil: time.Now
+	// Orders reads the Marketplace orders to compare (the pool).
+	Orders orders.Lister
+	Log    *slog.Logger     // nil: slog.Default()
+	Now    func() time.Time // nil: time.Now
 	// Limits bound every run (zero fields: reconcile's defaults); the
 	// listing is held whole, within MaxHeld accounts and MaxHeldBytes.
 	Limits reconcile.Limits
@@ -256,7 +258,7 @@ func (m *Marketplace) reconcile(ctx context.Context, o MarketplaceOptions, sum *
 	// The orders first, then GitHub: a purchase made in between is listed
 	// with no order, and its correction meets the delivery's order as a
 	// no-op, which is safe; the other way round it could look cancelled.
-	ords, err := m.Store.Orders(ctx, SourceMarketplace)
+	ords, err := orders.ListBySource(ctx, m.Orders, SourceMarketplace)
 	if err != nil {
 		return fmt.Errorf("reconcile github marketplace: %w", err)
 	}
@@ -424,7 +426,7 @@ func (m *Marketplace) correct(ctx context.Context, a MarketplaceAccount, ord ord
 		m.log().Error("reconcile github marketplace: correction not processed", "key", ev.Key, "error", res.Err)
 		return
 	}
-	after, ok, err := m.Store.Order(ctx, SourceMarketplace, accountKey(a.ID))
+	after, ok, err := orders.ListingOf(ctx, m.Orders, SourceMarketplace, accountKey(a.ID))
 	switch {
 	case err != nil:
 		f.Result, f.Detail = ResFailed, err.Error()

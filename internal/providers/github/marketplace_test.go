@@ -97,7 +97,7 @@ func newMarketplaceEnv(t *testing.T) *marketplaceEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.rec = &github.Marketplace{API: api, Processor: e.proc, Store: e.store, Now: func() time.Time { return e.now }, Log: reconciletest.Log(t)}
+	e.rec = &github.Marketplace{API: api, Processor: e.proc, Store: e.store, Orders: e.pool, Now: func() time.Time { return e.now }, Log: reconciletest.Log(t)}
 	e.gh.AddPlan(githubtest.ListingPlan{ID: 7, Number: 1, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
 	e.gh.AddPlan(githubtest.ListingPlan{ID: 8, Number: 2, Name: "Team", MonthlyPriceInCents: 500, YearlyPriceInCents: 5000, PriceModel: "PER_UNIT", UnitName: "seat"})
 	return e

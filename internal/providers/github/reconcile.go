@@ -63,7 +63,7 @@ var Reconciler = reconcile.Reconciler{
 			return nil, err
 		}
 		return instance{Marketplace: &Marketplace{API: api, Provider: e.Provider,
-			Processor: e.Processor, Store: reconcile.NewStore(e.Pool), Log: e.Log}}, nil
+			Processor: e.Processor, Store: reconcile.NewStore(e.Pool), Orders: e.Pool, Log: e.Log}}, nil
 	},
 }
 
