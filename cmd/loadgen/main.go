@@ -66,7 +66,7 @@ func main() {
 type failedError struct{ failed, deliveries int }
 
 func (e failedError) Error() string {
-	return fmt.Sprintf("%d of %s failed", e.failed, plural(e.deliveries, "delivery", "deliveries"))
+	return fmt.Sprintf("%d of %s failed", e.failed, webhooks.Plural(e.deliveries, "delivery", "deliveries"))
 }
 
 type usageError struct{ msg string }
@@ -817,9 +817,9 @@ func printReport(w io.Writer, r Report, secretVar string) {
 	}
 	fmt.Fprintf(w, "%s %s → %s, %s, duplicates %.2f\n", r.Provider, r.Event, r.URL, shape, r.Duplicates)
 	fmt.Fprintf(w, "deliveries  %d in %.2fs = %.1f/s (%d new, %s; %.1f/s answered 2xx)\n",
-		r.Deliveries, r.Seconds, r.Throughput, r.New, plural(r.Replays, "replay", "replays"), r.OKPerSecond)
+		r.Deliveries, r.Seconds, r.Throughput, r.New, webhooks.Plural(r.Replays, "replay", "replays"), r.OKPerSecond)
 	if r.Pool > 0 {
-		fmt.Fprintf(w, "pool        %s\n", plural(r.Pool, "fixed event", "fixed events"))
+		fmt.Fprintf(w, "pool        %s\n", webhooks.Plural(r.Pool, "fixed event", "fixed events"))
 	}
 	l := r.LatencyMS
 	fmt.Fprintf(w, "latency     p50 %.1fms  p90 %.1fms  p99 %.1fms  max %.1fms  mean %.1fms\n", l.P50, l.P90, l.P99, l.Max, l.Mean)
@@ -828,11 +828,11 @@ func printReport(w io.Writer, r Report, secretVar string) {
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(w, "errors      %s\n", counts(r.Errors))
 	}
-	fmt.Fprintf(w, "attempts    %d (%s)\n", r.Attempts, plural(r.Retries, "retry", "retries"))
+	fmt.Fprintf(w, "attempts    %d (%s)\n", r.Attempts, webhooks.Plural(r.Retries, "retry", "retries"))
 	if r.Dropped > 0 {
-		fmt.Fprintf(w, "dropped     %s over -max-inflight\n", plural(r.Dropped, "arrival", "arrivals"))
+		fmt.Fprintf(w, "dropped     %s over -max-inflight\n", webhooks.Plural(r.Dropped, "arrival", "arrivals"))
 	}
-	result := fmt.Sprintf("%d of %s answered 2xx", r.OK, plural(r.Deliveries, "delivery", "deliveries"))
+	result := fmt.Sprintf("%d of %s answered 2xx", r.OK, webhooks.Plural(r.Deliveries, "delivery", "deliveries"))
 	if r.Deferred > 0 {
 		result += fmt.Sprintf(", %d deferred (503 with Retry-After: the receiver was busy; a sender retries)", r.Deferred)
 	}
@@ -845,15 +845,6 @@ func printReport(w io.Writer, r Report, secretVar string) {
 		fmt.Fprintf(w, "hint        %s: the receiver runs with another secret than -secret (default $%s); "+
 			"next to make run, eval \"$(bin/dev env)\" exports the one it runs with\n", webhooks.ReasonNoValidSignature, secretVar)
 	}
-}
-
-// plural is "1 replay", "2 replays": n and its noun, in the plural unless n
-// is 1.
-func plural(n int, one, many string) string {
-	if n != 1 {
-		one = many
-	}
-	return strconv.Itoa(n) + " " + one
 }
 
 func counts(m map[string]int) string {
