@@ -17,7 +17,10 @@
 // already set. With -dev-secrets it also sets the webhook secret of every
 // provider of the registry (internal/providers) that names a development
 // prefix, unless set, to a development secret generated once and kept in
-// var/dev-secrets.env.
+// var/dev-secrets.env. One that is set but empty (a command substitution
+// that printed nothing, such as $(stripe listen --print-secret) with a CLI
+// that is not logged in) stops dev before it starts anything: the receiver
+// would run on the development secret, not the one meant.
 //
 // With -receiver (make run, which implies -dev-secrets) COMMAND is the
 // receiver, and dev sets up what a developer needs around it, each unless
@@ -30,8 +33,11 @@
 // the Stripe CLI.
 //
 // `dev env` prints the shell commands that export DATABASE_URL of the
-// server running in DIR and the development secrets, for another terminal:
-// eval "$(bin/dev env)".
+// server running in DIR and the secrets and token of make run's receiver,
+// for another terminal: eval "$(bin/dev env)". Those are the development
+// ones, except those the developer set when starting make run: while it
+// runs, dev -receiver records what its receiver runs with next to the
+// secrets file (var/dev-receiver.env, mode 0600, removed when it stops).
 //
 // COMMAND always gets PAYWEBHOOKS_DEV=1 (config.DevEnv), which lets the
 // receiver accept secrets that say "development" and makes its logs text.
@@ -74,7 +80,7 @@ import (
 const database = "receiver"
 
 func main() {
-	err := run(context.Background(), os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	err := run(context.Background(), os.Args[1:], os.LookupEnv, os.Stdout, os.Stderr)
 	var status exitStatus
 	var usage usageError
 	switch {
@@ -191,8 +197,9 @@ func ownedBy(fi os.FileInfo, uid string) bool {
 	return ok && strconv.FormatUint(uint64(st.Uid), 10) == uid
 }
 
-// run is dev without the process-wide effects of main.
-func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+// run is dev without the process-wide effects of main; lookup reads the
+// environment (os.LookupEnv).
+func run(ctx context.Context, args []string, lookup func(string) (string, bool), stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "env" {
 		return envCmd(args[1:], stdout, stderr)
 	}
@@ -200,6 +207,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	if err != nil {
 		return err
 	}
+	if err := refuseEmpty(cfg, lookup); err != nil {
+		return err
+	}
+	getenv := func(key string) string { v, _ := lookup(key); return v }
 
 	// Catch SIGINT and SIGTERM from here on, so that dev always gets to stop
 	// the server. Those that arrive while it starts cancel the start; later
@@ -251,8 +262,52 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		}
 		defer stop()
 		env = append(env, more...)
+		if !cfg.temp {
+			forget, err := recordReceiver(cfg, db, env)
+			if err != nil {
+				return err
+			}
+			defer forget()
+		}
 	}
 	return runCommand(cfg.command, env, sigs, stdout, stderr)
+}
+
+// refuseEmpty refuses, before anything starts, a variable that dev would
+// set to a development value when it is unset but that is set, to
+// nothing: a command substitution that printed nothing
+// (STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) with a CLI that
+// is not logged in). Running on the development value instead would
+// refuse every delivery signed with the secret the developer meant.
+func refuseEmpty(cfg options, lookup func(string) (string, bool)) error {
+	var vars []devSecret
+	if cfg.devSecrets {
+		vars = append(vars, devSecrets...)
+	}
+	if cfg.receiver.on {
+		vars = append(vars, adminToken, fulfillmentSecret)
+	}
+	var empty []string
+	for _, s := range vars {
+		if v, set := lookup(s.env); set && strings.TrimSpace(v) == "" {
+			empty = append(empty, s.env)
+		}
+	}
+	if len(empty) == 0 {
+		return nil
+	}
+	what, unset := strings.Join(empty, ", ")+" are", ""
+	if len(empty) == 1 {
+		what = empty[0] + " is"
+	}
+	for _, name := range empty {
+		unset += " -u " + name
+	}
+	return fmt.Errorf("%s set but empty: not starting, for the receiver would run with a development value in its place, "+
+		"not the one you meant, and refuse what is signed with yours.\n"+
+		"  If it came from a command, as in STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run, that command "+
+		"printed nothing: a CLI that is not logged in prints no secret (run `stripe login`, then start again).\n"+
+		"  To use the development value instead, leave it unset: env%s make run", what, unset)
 }
 
 // startDatabase starts the server in dir, logging to log, and creates the
@@ -422,18 +477,29 @@ func readEnvFile(path string) (map[string]string, error) {
 }
 
 func writeEnvFile(path string, vars map[string]string) error {
-	var b strings.Builder
-	b.WriteString("# Development webhook secrets and console token, generated by cmd/dev. Never use them in production.\n")
-	for _, s := range generated {
-		fmt.Fprintf(&b, "%s=%s\n", s.env, vars[s.env])
+	keys := make([]string, len(generated))
+	for i, s := range generated {
+		keys[i] = s.env
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("save development secrets: %w", err)
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+	err := writeVars(path, "Development webhook secrets and console token, generated by cmd/dev. Never use them in production.", keys, vars)
+	if err != nil {
 		return fmt.Errorf("save development secrets: %w", err)
 	}
 	return nil
+}
+
+// writeVars writes a comment line, then KEY=VALUE lines of keys, in their
+// order, to path, readable by its owner only.
+func writeVars(path, comment string, keys []string, vars map[string]string) error {
+	var b strings.Builder
+	b.WriteString("# " + comment + "\n")
+	for _, k := range keys {
+		fmt.Fprintf(&b, "%s=%s\n", k, vars[k])
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 func randomHex(n int) string {

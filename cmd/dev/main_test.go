@@ -31,7 +31,7 @@ func TestRunTemp(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	noEnv := func(string) string { return "" }
+	noEnv := func(string) (string, bool) { return "", false }
 	err := run(ctx, []string{"-temp", "--", os.Args[0], "-test.run=^TestHelperCommand$"}, noEnv, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
@@ -115,7 +115,7 @@ func TestDefaultDir(t *testing.T) {
 // TestUsageErrors: a command line dev does not understand is a usageError
 // (exit status 2), before anything is started.
 func TestUsageErrors(t *testing.T) {
-	noEnv := func(string) string { return "" }
+	noEnv := func(string) (string, bool) { return "", false }
 	for _, args := range [][]string{{"-frobnicate", "--", "true"}, {"-temp"}, {"-fulfillment-status", "42", "--", "true"}, {"env", "extra"}, {"env", "-frobnicate"}} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), args, noEnv, &stdout, &stderr)

@@ -95,7 +95,7 @@ func setUpReceiver(cfg options, getenv func(string) string, stderr io.Writer) ([
 		}
 	}
 	fmt.Fprintf(stderr, "Webhook routes: %s\n", strings.Join(routes, ", "))
-	fmt.Fprintln(stderr, "From another terminal: eval \"$(bin/dev env)\" sets DATABASE_URL and the development secrets, then")
+	fmt.Fprintln(stderr, "From another terminal: eval \"$(bin/dev env)\" sets DATABASE_URL and the secrets this receiver runs with, then")
 	fmt.Fprintln(stderr, "  bin/server events list")
 	fmt.Fprintln(stderr, "  bin/loadgen -event checkout -count 1 -concurrency 1 -progress=false   # a signed test checkout")
 	return more, stop, nil

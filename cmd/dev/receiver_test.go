@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestReceiverSetUp(t *testing.T) {
 	t.Setenv("DEV_TEST_SECRETS", secrets)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	noEnv := func(string) string { return "" }
+	noEnv := func(string) (string, bool) { return "", false }
 	devRun := func() string {
 		t.Helper()
 		var stdout, stderr syncBuffer // the fulfillment API prints to stderr while the command writes
@@ -140,7 +141,7 @@ func TestEnvAndAttach(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	noEnv := func(string) string { return "" }
+	noEnv := func(string) (string, bool) { return "", false }
 	err = run(ctx, []string{"-dir", dir, "--", os.Args[0], "-test.run=^TestHelperAttach$", "-test.v"}, noEnv, &stdout, &stderr)
 	if err != nil || !strings.Contains(stdout.String(), "helper: ok") {
 		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
@@ -161,7 +162,7 @@ func TestHelperAttach(t *testing.T) {
 	dir, secrets := os.Getenv("DEV_TEST_DIR"), os.Getenv("DEV_TEST_SECRETS")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	noEnv := func(string) string { return "" }
+	noEnv := func(string) (string, bool) { return "", false }
 
 	var out, errOut bytes.Buffer
 	if err := run(ctx, []string{"env", "-dir", dir, "-secrets-file", secrets}, noEnv, &out, &errOut); err != nil {
@@ -197,5 +198,139 @@ func TestHelperAttach(t *testing.T) {
 		t.Errorf("the second dev did not say it used the running server:\n%s", &errOut)
 	}
 	ping("after the second dev exited")
+	fmt.Println("helper: ok")
+}
+
+// TestEmptySecretRefused: a secret dev would fill in that is set but empty
+// (STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) with a CLI that is
+// not logged in) stops dev before it starts anything, saying so, naming
+// `stripe login` and how to use the development value instead; unset, or
+// where dev fills in nothing, it is no reason to stop.
+func TestEmptySecretRefused(t *testing.T) {
+	env := func(vars ...string) func(string) (string, bool) {
+		return func(key string) (string, bool) {
+			for i := 0; i < len(vars); i += 2 {
+				if vars[i] == key {
+					return vars[i+1], true
+				}
+			}
+			return "", false
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		env  func(string) (string, bool)
+		want []string
+	}{
+		{[]string{"-temp", "-receiver", "--", "true"}, env("STRIPE_WEBHOOK_SECRET", ""), []string{
+			"STRIPE_WEBHOOK_SECRET is set but empty: not starting",
+			"STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run, that command printed nothing",
+			"`stripe login`", "leave it unset: env -u STRIPE_WEBHOOK_SECRET make run"}},
+		{[]string{"-temp", "-dev-secrets", "--", "true"}, env("STRIPE_WEBHOOK_SECRET", " ", "PADDLE_WEBHOOK_SECRET", ""), []string{
+			"STRIPE_WEBHOOK_SECRET, PADDLE_WEBHOOK_SECRET are set but empty", "env -u STRIPE_WEBHOOK_SECRET -u PADDLE_WEBHOOK_SECRET make run"}},
+		{[]string{"-temp", "-receiver", "--", "true"}, env("ADMIN_TOKEN", ""), []string{"ADMIN_TOKEN is set but empty"}},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), c.args, c.env, &stdout, &stderr)
+		if err == nil {
+			t.Fatalf("dev %q ran", c.args)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("dev %q: %v\nwant %q in it", c.args, err, w)
+			}
+		}
+		if stderr.Len() != 0 || stdout.Len() != 0 {
+			t.Errorf("dev %q started something: %s%s", c.args, &stdout, &stderr)
+		}
+	}
+	for _, c := range []struct {
+		cfg options
+		env func(string) (string, bool)
+	}{
+		{options{devSecrets: true}, env("STRIPE_WEBHOOK_SECRET", "whsec_set")}, // set
+		{options{devSecrets: true}, env()},                                     // unset: the development one
+		{options{}, env("STRIPE_WEBHOOK_SECRET", "")},                          // not dev's to fill: the receiver says no route
+	} {
+		if err := refuseEmpty(c.cfg, c.env); err != nil {
+			t.Errorf("refuseEmpty(%+v): %v", c.cfg, err)
+		}
+	}
+}
+
+// TestEnvExportsTheReceiversSecrets: while make run's receiver runs with a
+// secret of the developer's (STRIPE_WEBHOOK_SECRET from the Stripe CLI),
+// `dev env` exports that one, not the development one, and says so; the
+// other variables stay the development ones (TestHelperReceiverEnv). Once
+// dev has stopped, its record is gone.
+func TestEnvExportsTheReceiversSecrets(t *testing.T) {
+	skipShort(t)
+	dir, err := os.MkdirTemp("", "pgenv") // not t.TempDir: see TestEnvAndAttach
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir); os.Remove(dir + ".log") })
+	tmp := t.TempDir()
+	secrets := filepath.Join(tmp, "dev-secrets.env")
+	const cli = "whsec_fromTheStripeCLI0123456789abcdef0123456789abcdef"
+	t.Setenv("STRIPE_WEBHOOK_SECRET", cli) // what the receiver gets
+	t.Setenv(helperEnv, "receiver-env")
+	t.Setenv("DEV_TEST_DIR", dir)
+	t.Setenv("DEV_TEST_SECRETS", secrets)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lookup := func(key string) (string, bool) { // what dev sees
+		if key == "STRIPE_WEBHOOK_SECRET" {
+			return cli, true
+		}
+		return "", false
+	}
+	var stdout, stderr syncBuffer
+	args := []string{"-dir", dir, "-receiver", "-secrets-file", secrets, "-fulfillment-log", filepath.Join(tmp, "calls.log"), "--",
+		os.Args[0], "-test.run=^TestHelperReceiverEnv$", "-test.v"}
+	if err := run(ctx, args, lookup, &stdout, &stderr); err != nil || !strings.Contains(stdout.String(), "helper: ok") {
+		t.Fatalf("dev: %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	if _, err := os.Stat(receiverFile(secrets)); !os.IsNotExist(err) {
+		t.Errorf("the receiver's record outlived dev: %v", err)
+	}
+}
+
+// TestHelperReceiverEnv is the command TestEnvExportsTheReceiversSecrets
+// has dev run.
+func TestHelperReceiverEnv(t *testing.T) {
+	if os.Getenv(helperEnv) != "receiver-env" {
+		t.Skip("run by TestEnvExportsTheReceiversSecrets")
+	}
+	dir, secrets := os.Getenv("DEV_TEST_DIR"), os.Getenv("DEV_TEST_SECRETS")
+	noEnv := func(string) (string, bool) { return "", false }
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"env", "-dir", dir, "-secrets-file", secrets}, noEnv, &out, &errOut); err != nil {
+		t.Fatalf("dev env: %v\n%s", err, &errOut)
+	}
+	var sh bytes.Buffer
+	cmd := exec.Command("sh", "-c", `eval "$(cat)"; printf '%s\n%s\n%s\n' "$STRIPE_WEBHOOK_SECRET" "$PADDLE_WEBHOOK_SECRET" "$ADMIN_TOKEN"`)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // nothing but what dev env exports
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(out.Bytes()), &sh, os.Stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sh: %v", err)
+	}
+	kept, err := readEnvFile(secrets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Split(strings.TrimSpace(sh.String()), "\n")
+	want := []string{os.Getenv("STRIPE_WEBHOOK_SECRET"), kept["PADDLE_WEBHOOK_SECRET"], os.Getenv("ADMIN_TOKEN")}
+	if !slices.Equal(got, want) || !strings.HasPrefix(want[1], "pdl_") || want[2] != kept["ADMIN_TOKEN"] {
+		t.Errorf("dev env printed\n%s\nwhich a shell reads as %q; want the receiver's %q", &out, got, want)
+	}
+	if !strings.Contains(errOut.String(), "STRIPE_WEBHOOK_SECRET as make run's receiver runs with it") {
+		t.Errorf("dev env did not say whose STRIPE_WEBHOOK_SECRET it exports: %q", errOut.String())
+	}
+	if fi, err := os.Stat(receiverFile(secrets)); err != nil {
+		t.Errorf("the receiver's record: %v", err)
+	} else if fi.Mode().Perm() != 0o600 {
+		t.Errorf("the receiver's record has mode %v, want 0600", fi.Mode().Perm())
+	}
 	fmt.Println("helper: ok")
 }

@@ -127,6 +127,9 @@ func randHex(r rng, n int) string {
 // ../shared/samples is present. Every id that names one event or one object
 // of it is new per event ({{name}} slots below, filled per event); the
 // account, product and price stay the same, as they would for one shop.
+// They are test-mode events ("livemode": false, cs_test_… sessions, test_
+// invoice links), as a test checkout is: a receiver run with
+// STRIPE_LIVEMODE=true acknowledges them as ignored and acts on none.
 
 // ordered is a JSON object whose keys keep their order.
 type ordered []field
@@ -267,7 +270,7 @@ func eventEnvelope(typ string, object ordered, previousAttributes bool) ordered 
 		{"api_version", apiVersion},
 		{"created", num("created")},
 		{"data", data},
-		{"livemode", true},
+		{"livemode", false},
 		{"pending_webhooks", 1},
 		{"request", ordered{{"id", nil}, {"idempotency_key", nil}}},
 		{"type", typ},
@@ -282,8 +285,8 @@ func invoiceObject(paid bool) ordered {
 	if paid {
 		status, amountPaid, remaining, attempted, autoAdvance = "paid", shop.plan, 0, true, false
 		number = "{{number}}"
-		hosted = "https://invoice.stripe.com/i/" + shop.account + "/live_{{hosted}}?s=ap"
-		pdf = "https://pay.stripe.com/invoice/" + shop.account + "/live_{{hosted}}/pdf?s=ap"
+		hosted = "https://invoice.stripe.com/i/" + shop.account + "/test_{{hosted}}?s=ap"
+		pdf = "https://pay.stripe.com/invoice/" + shop.account + "/test_{{hosted}}/pdf?s=ap"
 		charge, pi = slot("ch"), slot("pi")
 		finalized, paidAt = num("created"), num("created")
 	} else {
@@ -298,7 +301,7 @@ func invoiceObject(paid bool) ordered {
 		{"discount_amounts", []any{}},
 		{"discountable", true},
 		{"discounts", []any{}},
-		{"livemode", true},
+		{"livemode", false},
 		{"metadata", ordered{
 			{"workspace_id", "{{workspace}}"},
 			{"workspace_slug", "team-{{workspace}}"},
@@ -317,7 +320,7 @@ func invoiceObject(paid bool) ordered {
 			{"currency", "usd"},
 			{"interval", "month"},
 			{"interval_count", 1},
-			{"livemode", true},
+			{"livemode", false},
 			{"metadata", ordered{}},
 			{"nickname", nil},
 			{"product", shop.product},
@@ -334,7 +337,7 @@ func invoiceObject(paid bool) ordered {
 			{"billing_scheme", "per_unit"},
 			{"created", 1704067200},
 			{"currency", "usd"},
-			{"livemode", true},
+			{"livemode", false},
 			{"lookup_key", nil},
 			{"metadata", ordered{}},
 			{"nickname", nil},
@@ -409,7 +412,7 @@ func invoiceObject(paid bool) ordered {
 			{"total_count", 1},
 			{"url", "/v1/invoices/{{in}}/lines"},
 		}},
-		{"livemode", true},
+		{"livemode", false},
 		{"metadata", ordered{}},
 		{"next_payment_attempt", nextAttempt},
 		{"number", number},
@@ -519,7 +522,7 @@ func checkoutObject() ordered {
 				{"rendering_options", nil},
 			}},
 		}},
-		{"livemode", true},
+		{"livemode", false},
 		{"locale", nil},
 		{"metadata", ordered{}},
 		{"mode", "payment"},
@@ -587,7 +590,7 @@ func stripeValues(r rng, now time.Time) map[string]string {
 		"sub":          "sub_1" + randID(r, 23),
 		"si":           "si_Q" + randID(r, 13),
 		"cus":          "cus_Q" + randID(r, 13),
-		"cs":           "cs_live_a1" + randID(r, 56),
+		"cs":           "cs_test_a1" + randID(r, 56),
 		"hosted":       randID(r, 120),
 		"number":       strings.ToUpper(randHex(r, 8)) + "-" + fmt.Sprintf("%04d", 1+r.Uint64()%40),
 		"workspace":    ws,

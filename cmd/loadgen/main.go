@@ -11,11 +11,17 @@
 // loadgen's own events of the size of real ones. A provider added to the
 // registry with a Spec that has Sign and Example needs nothing here.
 //
+// It exits 1 when a measured delivery failed: its final answer was not
+// 2xx, nor the receiver's 503 with Retry-After for a busy event or a full
+// receiver (deferred, which a sender retries); the report says which
+// answers, and why when the receiver said.
+//
 // Run `loadgen -h` for every flag.
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -53,6 +59,14 @@ func main() {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
 	}
+}
+
+// failedError is a run in which measured deliveries failed: loadgen exits
+// 1 after the report.
+type failedError struct{ failed, deliveries int }
+
+func (e failedError) Error() string {
+	return fmt.Sprintf("%d of %s failed", e.failed, webhooks.Plural(e.deliveries, "delivery", "deliveries"))
 }
 
 type usageError struct{ msg string }
@@ -94,6 +108,15 @@ throughput, latency percentiles (p50, p90, p99, max), status counts and
 errors. A live progress line goes to stderr once a second; the report goes
 to stdout (-json for scripts).
 
+A delivery fails when its final answer (after -retry's attempts) is not
+2xx, with one exception: a 503 with Retry-After in which the receiver says
+it is busy (another delivery holds the event's lease: "lease_conflict"; or
+it refused the request for load before reading it: "rejected") is counted
+as deferred, the retry the contract asks a sender for. Network errors and
+timeouts fail. loadgen exits 1 when any measured delivery failed, after
+printing the report (-json too), and names the answers: "400
+no_valid_signature" means -secret is not the secret the receiver runs with.
+
 Load shape: -concurrency N workers each send a delivery, wait for the
 answer, send the next (closed loop); or, with -rate R, deliveries start at a
 fixed R per second whatever the receiver does (open loop; latency is then
@@ -109,7 +132,8 @@ Spec), as the provider signs it.
 Events: Stripe bodies have the fields, nesting and size of real events of
 API version 2023-10-16 (invoice.created about 5.7 KB, invoice.paid about
 6.1 KB, checkout.session.completed about 3.9 KB), with new ids in every
-event. Every provider also sends "example", the paid order its Spec
+event, in test mode ("livemode": false: a receiver with STRIPE_LIVEMODE=true
+acknowledges them as ignored). Every provider also sends "example", the paid order its Spec
 describes (GitHub's is github-purchase). -print-body shows one.
 
 Examples:
@@ -235,13 +259,16 @@ type Report struct {
 	Deliveries  int            `json:"deliveries"` // measured deliveries finished
 	New         int            `json:"new"`
 	Replays     int            `json:"replays"`
-	OK          int            `json:"ok"` // finished with a 2xx
+	OK          int            `json:"ok"`       // finished with a 2xx
+	Deferred    int            `json:"deferred"` // finished with the receiver's busy 503 with Retry-After
+	Failed      int            `json:"failed"`   // any other final answer, or none: loadgen exits 1
 	Seconds     float64        `json:"seconds"`
 	Throughput  float64        `json:"throughput"`    // deliveries per second
 	OKPerSecond float64        `json:"ok_per_second"` // 2xx deliveries per second
 	LatencyMS   Latency        `json:"latency_ms"`
 	Status      map[string]int `json:"status"` // final answer of each delivery: "200", "503", "error"
 	Errors      map[string]int `json:"errors,omitempty"`
+	Failures    map[string]int `json:"failures,omitempty"` // failed deliveries by final answer: "400 no_valid_signature", "502 step_failed", "error: timeout"
 	Attempts    int            `json:"attempts"`
 	Retries     int            `json:"retries"`
 	Dropped     int            `json:"dropped,omitempty"` // -rate arrivals over -max-inflight
@@ -264,6 +291,7 @@ type Latency struct {
 type result struct {
 	latency  time.Duration
 	status   int // 0: network error
+	answer   answer
 	err      string
 	replay   bool
 	attempts int
@@ -431,11 +459,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if cfg.JSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else {
+		printReport(stdout, rep, cfg.spec.Secret.Name)
+		if rep.Deliveries == 0 {
+			return errors.New("no delivery finished")
+		}
 	}
-	printReport(stdout, rep)
-	if rep.Deliveries == 0 {
-		return errors.New("no delivery finished")
+	if rep.Failed > 0 {
+		return failedError{failed: rep.Failed, deliveries: rep.Deliveries}
 	}
 	return nil
 }
@@ -528,11 +562,12 @@ func (s *sender) deliver(ctx, stop context.Context, d delivery, start time.Time)
 	r := result{replay: d.replay, bytes: len(d.body)}
 	for attempt := 1; ; attempt++ {
 		r.attempts = attempt
-		status, retryAfter, err := s.attempt(ctx, d)
+		status, retryAfter, ans, err := s.attempt(ctx, d)
 		if err != nil && ctx.Err() != nil {
 			return result{status: -1}
 		}
-		r.status, r.err = status, ""
+		r.status, r.answer, r.err = status, ans, ""
+		r.answer.retryAfter = retryAfter >= 0
 		if err != nil {
 			r.err = errorClass(err)
 		}
@@ -565,20 +600,69 @@ func (s *sender) deliver(ctx, stop context.Context, d delivery, start time.Time)
 }
 
 // attempt makes one HTTP request. retryAfter is -1 when the answer had no
-// usable Retry-After.
-func (s *sender) attempt(ctx context.Context, d delivery) (status int, retryAfter time.Duration, err error) {
+// usable Retry-After; ans is what the receiver said of a non-2xx answer.
+func (s *sender) attempt(ctx context.Context, d delivery) (status int, retryAfter time.Duration, ans answer, err error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(d.body))
 	if err != nil {
-		return 0, -1, err
+		return 0, -1, ans, err
 	}
 	req.Header = headers(s.cfg.spec, s.cfg.Secret, d, time.Now())
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return 0, -1, err
+		return 0, -1, ans, err
+	}
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+		ans = answerOf(b)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 	resp.Body.Close()
-	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After")), nil
+	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After")), ans, nil
+}
+
+// answer is what the receiver said of a delivery it did not answer 2xx, in
+// its JSON answer ({"outcome":"rejected","reason":"no_valid_signature"}):
+// words of its closed vocabulary, or nothing.
+type answer struct {
+	outcome, reason string
+	retryAfter      bool // the answer had a usable Retry-After
+}
+
+// answerOf reads a receiver's answer; what is not one of its words (a
+// proxy's page, a word out of bounds) is left out.
+func answerOf(body []byte) answer {
+	var a struct{ Outcome, Reason string }
+	if json.Unmarshal(body, &a) != nil {
+		return answer{}
+	}
+	word := func(s string) string {
+		if len(s) > 40 || strings.ContainsFunc(s, func(r rune) bool { return (r < 'a' || r > 'z') && r != '_' }) {
+			return ""
+		}
+		return s
+	}
+	return answer{outcome: word(a.Outcome), reason: word(a.Reason)}
+}
+
+// verdict classifies a finished delivery: ok (2xx), deferred (the
+// receiver's 503 with Retry-After for a busy event or a full receiver: it
+// wrote nothing it cannot finish, and a sender retries), or failed
+// (anything else), with the failure's label for the report.
+func (r result) verdict() (ok, deferred bool, failure string) {
+	switch {
+	case r.status/100 == 2:
+		return true, false, ""
+	case r.status == http.StatusServiceUnavailable && r.answer.retryAfter &&
+		(r.answer.outcome == string(webhooks.OutcomeLeaseConflict) || r.answer.outcome == "rejected"):
+		return false, true, ""
+	case r.status == 0:
+		return false, false, "error: " + r.err
+	}
+	label := strconv.Itoa(r.status)
+	if w := cmp.Or(r.answer.reason, r.answer.outcome); w != "" {
+		label += " " + w
+	}
+	return false, false, label
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date; -1 when absent or
@@ -665,8 +749,17 @@ func (s *sender) report(col *collector, start time.Time, dropped, primed int) Re
 		} else {
 			rep.New++
 		}
-		if r.status/100 == 2 {
+		switch ok, deferred, failure := r.verdict(); {
+		case ok:
 			rep.OK++
+		case deferred:
+			rep.Deferred++
+		default:
+			rep.Failed++
+			if rep.Failures == nil {
+				rep.Failures = map[string]int{}
+			}
+			rep.Failures[failure]++
 		}
 		if r.status == 0 {
 			rep.Status["error"]++
@@ -715,16 +808,18 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 	return sorted[min(max(rank, 0), len(sorted)-1)]
 }
 
-func printReport(w io.Writer, r Report) {
+// printReport writes r for a person; secretVar is the variable -secret
+// defaults to, which a hint names.
+func printReport(w io.Writer, r Report, secretVar string) {
 	shape := fmt.Sprintf("concurrency %d", r.Concurrency)
 	if r.Mode == "rate" {
 		shape = fmt.Sprintf("rate %g/s", r.Rate)
 	}
 	fmt.Fprintf(w, "%s %s → %s, %s, duplicates %.2f\n", r.Provider, r.Event, r.URL, shape, r.Duplicates)
-	fmt.Fprintf(w, "deliveries  %d in %.2fs = %.1f/s (%d new, %d replays; %.1f/s answered 2xx)\n",
-		r.Deliveries, r.Seconds, r.Throughput, r.New, r.Replays, r.OKPerSecond)
+	fmt.Fprintf(w, "deliveries  %d in %.2fs = %.1f/s (%d new, %s; %.1f/s answered 2xx)\n",
+		r.Deliveries, r.Seconds, r.Throughput, r.New, webhooks.Plural(r.Replays, "replay", "replays"), r.OKPerSecond)
 	if r.Pool > 0 {
-		fmt.Fprintf(w, "pool        %d fixed events\n", r.Pool)
+		fmt.Fprintf(w, "pool        %s\n", webhooks.Plural(r.Pool, "fixed event", "fixed events"))
 	}
 	l := r.LatencyMS
 	fmt.Fprintf(w, "latency     p50 %.1fms  p90 %.1fms  p99 %.1fms  max %.1fms  mean %.1fms\n", l.P50, l.P90, l.P99, l.Max, l.Mean)
@@ -733,9 +828,22 @@ func printReport(w io.Writer, r Report) {
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(w, "errors      %s\n", counts(r.Errors))
 	}
-	fmt.Fprintf(w, "attempts    %d (%d retries)\n", r.Attempts, r.Retries)
+	fmt.Fprintf(w, "attempts    %d (%s)\n", r.Attempts, webhooks.Plural(r.Retries, "retry", "retries"))
 	if r.Dropped > 0 {
-		fmt.Fprintf(w, "dropped     %d arrivals over -max-inflight\n", r.Dropped)
+		fmt.Fprintf(w, "dropped     %s over -max-inflight\n", webhooks.Plural(r.Dropped, "arrival", "arrivals"))
+	}
+	result := fmt.Sprintf("%d of %s answered 2xx", r.OK, webhooks.Plural(r.Deliveries, "delivery", "deliveries"))
+	if r.Deferred > 0 {
+		result += fmt.Sprintf(", %d deferred (503 with Retry-After: the receiver was busy; a sender retries)", r.Deferred)
+	}
+	if r.Failed == 0 {
+		fmt.Fprintf(w, "result      ok: %s\n", result)
+		return
+	}
+	fmt.Fprintf(w, "result      FAILED: %s, %d failed (%s)\n", result, r.Failed, counts(r.Failures))
+	if r.Failures["400 "+webhooks.ReasonNoValidSignature] > 0 {
+		fmt.Fprintf(w, "hint        %s: the receiver runs with another secret than -secret (default $%s); "+
+			"next to make run, eval \"$(bin/dev env)\" exports the one it runs with\n", webhooks.ReasonNoValidSignature, secretVar)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -76,7 +77,8 @@ func (f *fakeReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.failed[id] = true
 		f.mu.Unlock()
 		w.Header().Set("Retry-After", "0")
-		w.WriteHeader(http.StatusServiceUnavailable)
+		w.WriteHeader(http.StatusServiceUnavailable) // as the receiver answers a copy of an event whose step another delivery holds
+		_, _ = io.WriteString(w, `{"outcome":"lease_conflict","event":"`+id+`"}`)
 		return
 	}
 	f.seen[id]++
@@ -89,7 +91,8 @@ func (f *fakeReceiver) reject(w http.ResponseWriter) {
 	f.mu.Lock()
 	f.bad++
 	f.mu.Unlock()
-	w.WriteHeader(http.StatusBadRequest)
+	w.WriteHeader(http.StatusBadRequest) // as the receiver answers
+	_, _ = io.WriteString(w, `{"outcome":"rejected","reason":"no_valid_signature"}`)
 }
 
 func newFake(t *testing.T) (*fakeReceiver, string) {
@@ -175,12 +178,142 @@ func TestGitHub(t *testing.T) {
 	}
 }
 
-func TestWrongSecretIsCounted(t *testing.T) {
+// TestWrongSecretFails: deliveries signed with another secret than the
+// receiver's are counted as failed, by the receiver's reason; the run
+// fails, after its report, which says why and how to fix it.
+func TestWrongSecretFails(t *testing.T) {
 	f, url := newFake(t)
-	rep := runJSON(t, "-url", url, "-secret", "whsec_wrong", "-count", "20", "-concurrency", "2")
-	if rep.OK != 0 || rep.Status["400"] != 20 || f.bad != 20 {
-		t.Fatalf("status %v, receiver rejected %d", rep.Status, f.bad)
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"-url", url, "-secret", "whsec_wrong", "-count", "20", "-concurrency", "2", "-json", "-progress=false"}, &out, &errOut)
+	var failed failedError
+	if !errors.As(err, &failed) || err.Error() != "20 of 20 deliveries failed" {
+		t.Errorf("run: %v, want 20 of 20 deliveries failed", err)
 	}
+	var rep Report
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, out.String())
+	}
+	if rep.OK != 0 || rep.Failed != 20 || rep.Status["400"] != 20 || rep.Failures["400 no_valid_signature"] != 20 || f.bad != 20 {
+		t.Fatalf("ok %d, failed %d, status %v, failures %v; receiver rejected %d", rep.OK, rep.Failed, rep.Status, rep.Failures, f.bad)
+	}
+
+	out.Reset()
+	err = run(context.Background(), []string{"-url", url, "-secret", "whsec_wrong", "-count", "1", "-progress=false"}, &out, &errOut)
+	if !errors.As(err, &failed) || err.Error() != "1 of 1 delivery failed" {
+		t.Errorf("run: %v, want 1 of 1 delivery failed", err)
+	}
+	for _, want := range []string{"result      FAILED: 0 of 1 delivery answered 2xx, 1 failed (400 no_valid_signature: 1)",
+		"hint        no_valid_signature: the receiver runs with another secret than -secret (default $STRIPE_WEBHOOK_SECRET)",
+		`eval "$(bin/dev env)"`, "(1 new, 0 replays;", "attempts    1 (0 retries)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestVerdicts: which final answers fail a delivery (and the run), and
+// which are deferred: only the receiver's own 503 with Retry-After for a
+// busy event or a full receiver; not a 503 without Retry-After, nor its
+// 503 for a database that failed, nor a step that failed, nor no answer.
+func TestVerdicts(t *testing.T) {
+	for _, c := range []struct {
+		name, retryAfter, body string
+		status                 int
+		failure                string // "": deferred
+	}{
+		{"lease conflict", "1", `{"outcome":"lease_conflict","event":"evt_1"}`, 503, ""},
+		{"full", "1", `{"outcome":"rejected","reason":"too_many_in_flight"}`, 503, ""},
+		{"no Retry-After", "", `{"outcome":"lease_conflict"}`, 503, "503 lease_conflict"},
+		{"database", "5", `{"outcome":"error","event":"evt_1"}`, 503, "503 error"},
+		{"a proxy's page", "5", `<html>Service Unavailable</html>`, 503, "503"},
+		{"step failed", "", `{"outcome":"step_failed","event":"evt_1"}`, 502, "502 step_failed"},
+		{"a word out of bounds", "", `{"outcome":"rejected","reason":"` + strings.Repeat("x", 41) + `"}`, 400, "400 rejected"},
+		{"not a word", "", `{"outcome":"rejected","reason":"a\nb"}`, 400, "400 rejected"},
+		{"too large", "", `{"outcome":"rejected","reason":"body_too_large"}`, 413, "413 body_too_large"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				_, _ = io.Copy(io.Discard, r.Body)
+				if c.retryAfter != "" {
+					w.Header().Set("Retry-After", c.retryAfter)
+				}
+				w.WriteHeader(c.status)
+				_, _ = io.WriteString(w, c.body)
+			}))
+			t.Cleanup(srv.Close)
+			var out, errOut bytes.Buffer
+			err := run(context.Background(), []string{"-url", srv.URL, "-secret", testSecret, "-count", "3", "-concurrency", "1", "-json", "-progress=false"}, &out, &errOut)
+			var rep Report
+			if jerr := json.Unmarshal(out.Bytes(), &rep); jerr != nil {
+				t.Fatalf("report: %v (run: %v)\n%s", jerr, err, out.String())
+			}
+			if c.failure == "" {
+				if err != nil || rep.Deferred != 3 || rep.Failed != 0 {
+					t.Errorf("run: %v; deferred %d, failed %d; want 3 deferred and success", err, rep.Deferred, rep.Failed)
+				}
+				return
+			}
+			if !errors.As(err, new(failedError)) || rep.Failed != 3 || rep.Deferred != 0 || rep.Failures[c.failure] != 3 {
+				t.Errorf("run: %v; failed %d, deferred %d, failures %v; want 3 failed as %q", err, rep.Failed, rep.Deferred, rep.Failures, c.failure)
+			}
+		})
+	}
+	t.Run("no answer", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close()
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), []string{"-url", url, "-secret", testSecret, "-count", "2", "-concurrency", "1", "-json", "-progress=false"}, &out, &errOut)
+		var rep Report
+		_ = json.Unmarshal(out.Bytes(), &rep)
+		if !errors.As(err, new(failedError)) || rep.Failures["error: connection refused"] != 2 {
+			t.Errorf("run: %v; failures %v; want 2 failed as error: connection refused", err, rep.Failures)
+		}
+	})
+}
+
+// TestExitStatus: the command exits 1 when a delivery failed, after its
+// report, and 0 when every delivery was answered 2xx or deferred.
+func TestExitStatus(t *testing.T) {
+	_, url := newFake(t)
+	f2, deferring := newFake(t)
+	f2.failOnce = true
+	for _, c := range []struct {
+		url, secret string
+		want        int
+		stderr      string
+	}{
+		{url, testSecret, 0, ""},
+		{deferring, testSecret, 0, ""},
+		{url, "whsec_wrong", 1, "loadgen: 3 of 3 deliveries failed\n"},
+	} {
+		cmd := exec.Command(os.Args[0], "-url", c.url, "-secret", c.secret, "-count", "3", "-concurrency", "1", "-progress=false")
+		cmd.Env = append(os.Environ(), mainEnv+"=1")
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if code != c.want || stderr.String() != c.stderr || !strings.Contains(stdout.String(), "result      ") {
+			t.Errorf("loadgen -secret %s against %s: exit %d, stderr %q, want %d and %q; stdout:\n%s", c.secret, c.url, code, stderr.String(), c.want, c.stderr, stdout.String())
+		}
+	}
+}
+
+// mainEnv makes the test binary run loadgen's main instead of the tests
+// (TestExitStatus).
+const mainEnv = "LOADGEN_TEST_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(mainEnv) == "1" {
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
 func TestRetryHonoursRetryAfter(t *testing.T) {
@@ -252,8 +385,12 @@ func TestStripeBodies(t *testing.T) {
 			if err := json.Unmarshal(a.body, &ev); err != nil {
 				t.Fatalf("not a Stripe Event: %v\n%s", err, a.body)
 			}
-			if ev.ID != a.id || !strings.HasPrefix(ev.ID, "evt_") || ev.APIVersion != stripe.APIVersion || !ev.Livemode {
-				t.Errorf("event id %q (delivery %q), api_version %q, livemode %v", ev.ID, a.id, ev.APIVersion, ev.Livemode)
+			if ev.ID != a.id || !strings.HasPrefix(ev.ID, "evt_") || ev.APIVersion != stripe.APIVersion || ev.Livemode {
+				t.Errorf("event id %q (delivery %q), api_version %q, livemode %v; want a test-mode event", ev.ID, a.id, ev.APIVersion, ev.Livemode)
+			}
+			// A test checkout, as a test-mode event's objects are: no live id or link, no live object.
+			if body := string(a.body); strings.Contains(body, "_live_") || strings.Contains(body, "/live_") || strings.Contains(body, `"livemode": true`) {
+				t.Errorf("a live-mode id, link or object in a test-mode event:\n%s", body)
 			}
 			var objectID string
 			switch event {
@@ -275,6 +412,9 @@ func TestStripeBodies(t *testing.T) {
 				var cs stripe.CheckoutSession
 				if err := json.Unmarshal(ev.Data.Raw, &cs); err != nil {
 					t.Fatal(err)
+				}
+				if !strings.HasPrefix(cs.ID, "cs_test_") {
+					t.Errorf("session id %q, want a test-mode cs_test_…", cs.ID)
 				}
 				if cs.PaymentStatus != "paid" || cs.Status != "complete" || cs.AmountTotal != 3000 || cs.CustomerDetails == nil ||
 					cs.CustomerDetails.Email == "" || cs.PaymentIntent == nil || ev.Type != "checkout.session.completed" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"html"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -590,6 +591,25 @@ func TestEventPage(t *testing.T) {
 			`id="attempts-fulfillment"`, `<span class="badge parked">parked</span>`, `<td class="num">422</td>`,
 			`id="attempts-email.confirmation"`, `<span class="badge done">done</span>`)
 	})
+	t.Run("Attempts", func(t *testing.T) {
+		// A failure: the status the API answered, and its text; the
+		// error's class, a Go type, is no text of the page.
+		res := b.get(t, "/events/evt_bad")
+		rows := attemptRows(t, res, "fulfillment")
+		if len(rows) != 1 || !strings.HasPrefix(rows[0], "1 | parked | 422 | fulfillment: status 422") {
+			t.Errorf("the fulfillment step's attempts read %q; want 1 parked, answered 422, and the API's answer", rows)
+		}
+		if text := pageText(res.Body); strings.Contains(text, "*fulfillment.") || strings.Contains(text, "StatusError") {
+			t.Errorf("the page shows a Go type:\n%s", text)
+		}
+		// A success: the other side accepted it, whatever code it was.
+		res = b.get(t, "/events/evt_done1")
+		for _, step := range []string{"fulfillment", "email.confirmation"} {
+			if rows := attemptRows(t, res, step); len(rows) != 1 || rows[0] != "1 | done | accepted |  | " {
+				t.Errorf("the %s step's attempts read %q; want 1 done, accepted", step, rows)
+			}
+		}
+	})
 	t.Run("Escaped", func(t *testing.T) {
 		res := b.get(t, "/events/evt_xss")
 		mustStatus(t, "event page", res, http.StatusOK)
@@ -610,6 +630,59 @@ func TestEventPage(t *testing.T) {
 	t.Run("NotFound", func(t *testing.T) {
 		mustStatus(t, "missing event", b.get(t, "/events/evt_missing"), http.StatusNotFound)
 	})
+}
+
+// TestEventPageNetworkError: an attempt that got no answer says so, and
+// what went wrong in words (a network error), not as its class's Go type.
+func TestEventPageNetworkError(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	down.Close() // its port refuses connections
+	c := newConsole(t, rt.Env("FULFILLMENT_URL", down.URL))
+	if res := c.Deliver(t, stripe.Spec, checkout("down"), nil); res.Status != http.StatusBadGateway {
+		t.Fatalf("delivery with the API down: %d %s", res.Status, res.Body)
+	}
+	res := c.browser(t).get(t, "/events/evt_down")
+	rows := attemptRows(t, res, "fulfillment")
+	if len(rows) != 1 || !strings.HasPrefix(rows[0], "1 | failed | – | network error: fulfillment: Post ") ||
+		!strings.Contains(rows[0], "connection refused") {
+		t.Errorf("the fulfillment step's attempts read %q; want 1 failed, no answer, a network error", rows)
+	}
+	if text := pageText(res.Body); strings.Contains(text, "syscall.") || strings.Contains(text, "*net.") {
+		t.Errorf("the page shows a Go type:\n%s", text)
+	}
+}
+
+var (
+	tableRow = regexp.MustCompile(`(?s)<tr class="state-[a-z_]+">(.*?)</tr>`)
+	tableTag = regexp.MustCompile(`<[^>]*>`)
+)
+
+// attemptRows are the rows of a step's Attempts table, each its cells but
+// the start and the time it took, as text, joined by " | ".
+func attemptRows(t *testing.T, p page, step string) []string {
+	t.Helper()
+	_, table, ok := strings.Cut(p.Body, `id="attempts-`+step+`"`)
+	if !ok {
+		t.Fatalf("no attempts table of step %s in:\n%s", step, p.Body)
+	}
+	table, _, _ = strings.Cut(table, "</table>")
+	var rows []string
+	for _, m := range tableRow.FindAllStringSubmatch(table, -1) {
+		var cells []string
+		for i, cell := range strings.Split(m[1], "</td>") {
+			if i != 1 && i != 2 && strings.TrimSpace(cell) != "" {
+				cells = append(cells, html.UnescapeString(strings.TrimSpace(tableTag.ReplaceAllString(cell, ""))))
+			}
+		}
+		rows = append(rows, strings.Join(cells, " | "))
+	}
+	return rows
+}
+
+// pageText is what a browser shows of a page: its text, without tags and
+// their attributes.
+func pageText(body string) string {
+	return html.UnescapeString(tableTag.ReplaceAllString(body, ""))
 }
 
 // snapshot is everything a replay could change: the business rows, every
@@ -717,6 +790,21 @@ func TestReplayParkedWindow(t *testing.T) {
 			t.Errorf("%s steps after the batch replay: %v", k, got)
 		}
 	}
+}
+
+// TestOneEvent: one of anything is written in the singular: the events
+// list, the parked window, its action, the overview's parked card and a
+// replay's plan.
+func TestOneEvent(t *testing.T) {
+	c := newConsole(t)
+	c.API.SetStatus(422)
+	mustOK(t, c.Deliver(t, stripe.Spec, checkout("one"), nil))
+	c.API.SetStatus(0)
+	b := c.browser(t)
+	mustContain(t, "events", b.get(t, "/events"), "<small>1 event ·")
+	mustContain(t, "parked window", b.get(t, "/replay-parked?age=1h"), "<p>1 parked event in this window.", "Replay 1 event</button>")
+	mustContain(t, "overview", b.get(t, "/"), "<p>event (1 claim) waits for an operator;")
+	mustContain(t, "replay's plan", b.get(t, "/events/evt_one/replay"), "(parked, 1 attempt) with its attempts reset")
 }
 
 // TestRunStep: a step whose call failed waits for the redriver; "run now"

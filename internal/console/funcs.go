@@ -23,6 +23,17 @@ var funcs = template.FuncMap{
 	"f1":       func(f float64) string { return fmt.Sprintf("%.1f", f) },
 	"contains": strings.Contains,
 	"deref":    func(b *bool) bool { return b != nil && *b },
+	"plural":   plural,
+}
+
+// plural is "1 event", "2 events": n (any integer) and its noun, in the
+// plural unless n is 1.
+func plural(n any, one, many string) string {
+	s := fmt.Sprint(n)
+	if s != "1" {
+		one = many
+	}
+	return s + " " + one
 }
 
 // ago is how long before now t was, rounded for reading.

@@ -263,8 +263,9 @@ type eventView struct {
 
 type claimView struct {
 	ops.Claim
-	LeaseFresh bool // another worker holds a fresh lease: run now would not take it
-	CanRun     bool // an open step: "run now" is offered
+	LeaseFresh bool          // another worker holds a fresh lease: run now would not take it
+	CanRun     bool          // an open step: "run now" is offered
+	Tries      []attemptView // a step's attempts (Claim.History) as the Attempts table shows them
 }
 
 func (c *Console) event(w http.ResponseWriter, r *http.Request) {
@@ -298,7 +299,7 @@ func (c *Console) claimViews(claims []ops.Claim) []claimView {
 		if cl.Kind == "step" && cl.Refs == nil {
 			cl.Refs = c.cfg.Kinds.Refs(cl.StepKind, cl.Key, cl.Payload)
 		}
-		out[i] = claimView{Claim: cl}
+		out[i] = claimView{Claim: cl, Tries: attemptViews(cl.History)}
 		if cl.Kind == "step" && cl.Status == string(webhooks.ClaimInProgress) {
 			out[i].CanRun = true
 			out[i].LeaseFresh = cl.ClaimedAt != nil && now.Sub(*cl.ClaimedAt) < c.cfg.Lease

@@ -9,7 +9,12 @@ package reqlog
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -73,3 +78,53 @@ func (h Handler) WithAttrs(as []slog.Attr) slog.Handler { return Handler{h.Handl
 
 // WithGroup implements slog.Handler.
 func (h Handler) WithGroup(name string) slog.Handler { return Handler{h.Handler.WithGroup(name)} }
+
+// Untrusted returns s, a value that came from a request (a path, a header),
+// as a log field's value: every character that is not printable (control
+// characters, line and paragraph separators, bidirectional overrides,
+// invalid UTF-8) escaped as Go writes it (\n, \x00, \u202e), a backslash
+// doubled so that no escape can be forged, and cut at a character boundary
+// to at most max bytes, then "…" and the length of s. It adds no quotes:
+// the handler quotes a value that needs it (slog's text handler one with a
+// space, a quote or an equals sign), so a plain value is written as it is
+// and any other is quoted once.
+func Untrusted(s string, max int) string {
+	if len(s) <= max && printable(s) {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(min(len(s), max) + 24)
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		esc := s[i : i+size]
+		switch {
+		case r == '\\':
+			esc = `\\`
+		case r == utf8.RuneError && size == 1:
+			esc = fmt.Sprintf(`\x%02x`, s[i])
+		case !unicode.IsPrint(r):
+			q := strconv.QuoteRuneToASCII(r) // '\u202e'
+			esc = q[1 : len(q)-1]
+		}
+		if b.Len()+len(esc) > max {
+			return b.String() + "… (" + strconv.Itoa(len(s)) + " bytes)"
+		}
+		b.WriteString(esc)
+		i += size
+	}
+	return b.String()
+}
+
+// printable reports whether s is valid UTF-8 of printable characters
+// (unicode.IsPrint: letters, marks, numbers, punctuation, symbols and the
+// ASCII space) without a backslash: what Untrusted leaves as it is.
+func printable(s string) bool {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == '\\' || (r == utf8.RuneError && size == 1) || !unicode.IsPrint(r) {
+			return false
+		}
+		i += size
+	}
+	return true
+}

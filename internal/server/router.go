@@ -206,7 +206,7 @@ func (s *Server) requests(latency *prometheus.HistogramVec) echo.MiddlewareFunc 
 				case strings.HasPrefix(route, "/webhooks/") && status != http.StatusNotFound && status != http.StatusMethodNotAllowed,
 					route == "/healthz", route == "/readyz", route == "/metrics":
 				default:
-					s.log.InfoContext(ctx, "request", "method", methodLabel(req.Method), "path", webhooks.Quote(req.URL.Path, 200),
+					s.log.InfoContext(ctx, "request", "method", methodLabel(req.Method), "path", reqlog.Untrusted(req.URL.Path, 200),
 						"status", status, "duration_ms", time.Since(start).Milliseconds(), "remote", c.RealIP())
 				}
 			}()

@@ -210,7 +210,8 @@ func (v *Verifier) Verify(h http.Header, body []byte, now time.Time) (Message, e
 			fresh = webhooks.SignedStale
 		}
 		return Message{}, webhooks.RejectSignature(fresh,
-			fmt.Errorf("no v1 signature of %d matches any of %d secrets", len(sigs), len(v.Keys)))
+			fmt.Errorf("no v1 signature matches %s (%s in webhook-signature)", webhooks.ConfiguredSecrets(len(v.Keys)),
+				webhooks.Plural(len(sigs), "signature", "signatures")))
 	}
 	switch {
 	case now.Sub(signedAt) > tol:

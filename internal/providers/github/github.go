@@ -188,7 +188,7 @@ func (p *Provider) verifySignature(h http.Header, body []byte) (int, error) {
 	if i := (webhooks.Signatures{got}).Match(p.secrets, func(mac hash.Hash) { mac.Write(body) }); i >= 0 {
 		return i, nil
 	}
-	return -1, webhooks.Reject("no_valid_signature", fmt.Errorf("signature matches none of %d secrets", len(p.secrets)))
+	return -1, webhooks.Reject("no_valid_signature", fmt.Errorf("the signature does not match %s", webhooks.ConfiguredSecrets(len(p.secrets))))
 }
 
 // parseSignature reads "sha256=<64 hex digits>".

@@ -197,8 +197,9 @@ func (s MarketplaceSummary) String() string {
 	if s.DryRun {
 		b.WriteString(" (dry run)")
 	}
-	fmt.Fprintf(&b, ": %d plans, %d accounts listed, %d orders, %d in sync, %d findings",
-		s.Plans, s.Accounts, s.Orders, s.InSync, len(s.Findings))
+	fmt.Fprintf(&b, ": %s, %s listed, %s, %d in sync, %s", webhooks.Plural(s.Plans, "plan", "plans"),
+		webhooks.Plural(s.Accounts, "account", "accounts"), webhooks.Plural(s.Orders, "order", "orders"), s.InSync,
+		webhooks.Plural(len(s.Findings), "finding", "findings"))
 	if s.DryRun {
 		fmt.Fprintf(&b, ", %d would be corrected", s.WouldCorrect)
 	} else {

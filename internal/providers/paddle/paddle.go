@@ -150,7 +150,8 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 			fresh = webhooks.SignedStale
 		}
 		return webhooks.Event{}, webhooks.RejectSignature(fresh,
-			fmt.Errorf("no h1 of %d matches any of %d secrets", len(sig.H1), len(p.secrets)))
+			fmt.Errorf("no h1 matches %s (%s in Paddle-Signature)", webhooks.ConfiguredSecrets(len(p.secrets)),
+				webhooks.Plural(len(sig.H1), "h1", "h1s")))
 	}
 	if err := sig.Check(now, p.tolerance); err != nil {
 		return webhooks.Event{}, err

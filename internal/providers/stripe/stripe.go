@@ -200,7 +200,7 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 			fresh = webhooks.SignedFresh
 		}
 		return webhooks.Event{}, webhooks.RejectSignature(fresh,
-			fmt.Errorf("no v1 signature matches any of %d secrets", len(p.secrets)))
+			fmt.Errorf("no v1 signature matches %s", webhooks.ConfiguredSecrets(len(p.secrets))))
 	case now.Sub(signedAt) > Tolerance:
 		return webhooks.Event{}, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(signedAt).Round(time.Second)))
 	case signedAt.Sub(now) > Tolerance:
