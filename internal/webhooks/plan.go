@@ -1,7 +1,9 @@
 package webhooks
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"sync"
 )
@@ -79,8 +81,9 @@ const alwaysSQL = `SELECT NULL::jsonb`
 
 // stepInsertSQL plans a step under a condition: the claim row is inserted
 // already leased to the transaction's worker (token 1, attempt 1), or,
-// when the process cannot run its kind, skipped with the reason; its
-// lease starting at clock_timestamp() rather than now() (the transaction's
+// when the process cannot run its kind, skipped with the reason (a step
+// of an object, Step.Object, that another event or path already planned is
+// not inserted: uq_steps_object); its lease starting at clock_timestamp() rather than now() (the transaction's
 // start: one that waited on a lock longer than the lease would commit
 // leases already run out under a live worker). The condition's own
 // parameters come first, so that its SQL is used as written; n of them.
@@ -97,7 +100,7 @@ SELECT ` + a(1) + `, ` + a(2) + `, ` + a(8) + `, 'step', ` + a(3) + `, ` + a(4) 
        NULLIF(` + a(9) + `, ''), CASE WHEN ` + a(8) + ` = 'skipped' THEN now() END
 FROM (SELECT * FROM (` + cond + `) AS c(patch) LIMIT 1) AS q
 WHERE receiver_claimed()
-ON CONFLICT (event_key) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING payload`
 
 	stepSQLCache.Store(key, s)
@@ -120,4 +123,62 @@ type Step struct {
 	Name    string          // "email.confirmation", "fulfillment"
 	Kind    string          // "email", "fulfillment": a key of the processor's StepKinds
 	Payload json.RawMessage // read by the kind alone
+	// Object, when set, is the business object the step acts on, e.g.
+	// "order:stripe:cs_…" (the confirmation and the fulfillment call of an
+	// order), "invoice:in_…:attempt:2": the step is then one per object
+	// and name, whichever event or path plans it first (a delivery, a
+	// checkout return, a catch-up, a replay); another plan of it is not
+	// inserted (the unique index uq_steps_object), and what it sends
+	// outside (an email's Message-ID, a call's Idempotency-Key) derives
+	// from "<Object>/<Name>" (RefKey), the same whoever planned it, rather
+	// than from its claim key. Without it, the step is its event's.
+	Object string
+}
+
+// objectMember is the member of a stored step's payload that holds its
+// Step.Object: the processor sets it when the step is planned, after the
+// kind's Prepare, and the index uq_steps_object is on it.
+const objectMember = "step_object"
+
+// RefKey is what a step's outside references derive from (StepKind.Run's
+// key): "<object>/<name>" for a step of an object (Step.Object, kept in
+// its payload), else its claim key.
+func RefKey(claimKey, name string, payload json.RawMessage) string {
+	if o := objectOf(payload); o != "" {
+		return o + "/" + name
+	}
+	return claimKey
+}
+
+// objectOf reads the Step.Object a stored payload carries; "" when none.
+func objectOf(payload json.RawMessage) string {
+	if !bytes.Contains(payload, []byte(objectMember)) {
+		return ""
+	}
+	var v struct {
+		Object string `json:"step_object"`
+	}
+	if json.Unmarshal(payload, &v) != nil {
+		return ""
+	}
+	return v.Object
+}
+
+// withObject returns payload (a JSON object) with its Step.Object.
+func withObject(payload json.RawMessage, object string) (json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if len(bytes.TrimSpace(payload)) > 0 {
+		if err := json.Unmarshal(payload, &m); err != nil {
+			return nil, fmt.Errorf("a step of an object needs a JSON object as payload: %w", err)
+		}
+	}
+	if m == nil {
+		m = map[string]json.RawMessage{}
+	}
+	o, err := json.Marshal(object)
+	if err != nil {
+		return nil, err
+	}
+	m[objectMember] = o
+	return json.Marshal(m)
 }

@@ -202,6 +202,9 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 			return nil, false, claims, fmt.Errorf("event %s plans step %s of kind %q, which no StepKind runs", ev.Key, s.Name, s.Kind)
 		}
 		payload, err := kind.Prepare(s.Payload)
+		if err == nil && s.Object != "" {
+			payload, err = withObject(payload, s.Object)
+		}
 		if err != nil {
 			return nil, false, claims, fmt.Errorf("prepare step %s of %s: %w", s.Name, ev.Key, err)
 		}
@@ -478,7 +481,7 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 		// Whatever the kind answered may quote a customer's address (an
 		// SMTP reply, an API's error body): redacted before it is logged
 		// or stored.
-		stepErr = redactError(kind.Run(sctx, ls.Key, ls.Payload))
+		stepErr = redactError(kind.Run(sctx, RefKey(ls.Key, ls.Name, ls.Payload), ls.Payload))
 		cancel()
 	}
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 )
 
@@ -28,9 +29,10 @@ type StepKind interface {
 	// recipient), or "" when it can. Such a step is recorded as skipped.
 	Unavailable(payload json.RawMessage) string
 
-	// Run makes one attempt, bounded by ctx. key is the step's claim key:
-	// whatever must be the same on every attempt of this step and differ
-	// for every other (a Message-ID, an Idempotency-Key) derives from it.
+	// Run makes one attempt, bounded by ctx. key is the step's RefKey (its
+	// claim key, or "<object>/<name>" for a step of an object): whatever
+	// must be the same on every attempt of this step and differ for every
+	// other (a Message-ID, an Idempotency-Key) derives from it.
 	// An error whose chain has a Permanent() bool method returning true
 	// parks the step at once; any other error is retried.
 	Run(ctx context.Context, key string, payload json.RawMessage) error
@@ -49,18 +51,19 @@ type Ref struct {
 }
 
 // Referrer is an optional method of a StepKind: the Refs of one of its
-// steps, from its claim key and payload. A kind that sends nothing an
+// steps, from its RefKey and payload. A kind that sends nothing an
 // operator could look for need not implement it.
 type Referrer interface {
 	Refs(key string, payload json.RawMessage) []Ref
 }
 
-// Refs returns the Refs of a step of the given kind, or none when this
-// process does not know the kind or the kind says nothing: how operators'
-// tools (internal/ops, the console) show them without knowing any kind.
+// Refs returns the Refs of a step of the given kind, from its claim key
+// ("<event key>/<name>") and payload, or none when this process does not
+// know the kind or the kind says nothing: how operators' tools
+// (internal/ops, the console) show them without knowing any kind.
 func (ks StepKinds) Refs(kind, key string, payload json.RawMessage) []Ref {
 	if r, ok := ks[kind].(Referrer); ok {
-		return r.Refs(key, payload)
+		return r.Refs(RefKey(key, key[strings.LastIndexByte(key, '/')+1:], payload), payload)
 	}
 	return nil
 }
