@@ -227,6 +227,13 @@ type cmdResult struct {
 // receiver's configuration from the test's own, and waits at most a minute.
 func runServerCmd(t testing.TB, env map[string]string, args ...string) cmdResult {
 	t.Helper()
+	return runServerCmdTo(t, env, nil, args...)
+}
+
+// runServerCmdTo is runServerCmd that also writes the command's stdout and
+// stderr to terminal, as they come, as a terminal shows them (nil: not).
+func runServerCmdTo(t testing.TB, env map[string]string, terminal io.Writer, args ...string) cmdResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, serverBin, args...)
@@ -240,6 +247,10 @@ func runServerCmd(t testing.TB, env map[string]string, args ...string) cmdResult
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if terminal != nil {
+		tty := &syncWriter{w: terminal}
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, tty), io.MultiWriter(&stderr, tty)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := cmd.Run()
 	code := cmd.ProcessState.ExitCode()
@@ -248,6 +259,18 @@ func runServerCmd(t testing.TB, env map[string]string, args ...string) cmdResult
 		t.Fatalf("run %s %s: %v", serverBin, strings.Join(args, " "), err)
 	}
 	return cmdResult{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
+}
+
+// syncWriter writes to w one Write at a time.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
 }
 
 func openPool(t *testing.T, url string) *pgxpool.Pool {
