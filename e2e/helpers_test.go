@@ -232,6 +232,7 @@ func runServerCmd(t testing.TB, env map[string]string, args ...string) cmdResult
 
 // runServerCmdTo is runServerCmd that also writes the command's stdout and
 // stderr to terminal, as they come, as a terminal shows them (nil: not).
+// Both are written at once: terminal must be safe for that (a logWriter).
 func runServerCmdTo(t testing.TB, env map[string]string, terminal io.Writer, args ...string) cmdResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -248,8 +249,7 @@ func runServerCmdTo(t testing.TB, env map[string]string, terminal io.Writer, arg
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if terminal != nil {
-		tty := &syncWriter{w: terminal}
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, tty), io.MultiWriter(&stderr, tty)
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, terminal), io.MultiWriter(&stderr, terminal)
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := cmd.Run()
@@ -259,18 +259,6 @@ func runServerCmdTo(t testing.TB, env map[string]string, terminal io.Writer, arg
 		t.Fatalf("run %s %s: %v", serverBin, strings.Join(args, " "), err)
 	}
 	return cmdResult{Stdout: stdout.String(), Stderr: stderr.String(), Code: code}
-}
-
-// syncWriter writes to w one Write at a time.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 func openPool(t *testing.T, url string) *pgxpool.Pool {

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 
@@ -20,7 +19,7 @@ import (
 // stderr as they came, as an operator's terminal shows them.
 func runLogged(t *testing.T, env map[string]string, args ...string) cmdResult {
 	t.Helper()
-	var terminal bytes.Buffer
+	var terminal logWriter
 	r := runServerCmdTo(t, env, &terminal, args...)
 	t.Logf("$ server %s\n%s(exit %d)", strings.Join(args, " "), terminal.String(), r.Code)
 	return r
