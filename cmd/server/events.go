@@ -109,7 +109,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	c.fs.StringVar(&f.Source, "source", "", "only this `SOURCE` ("+strings.Join(sources, ", ")+")")
 	c.fs.StringVar(&f.Type, "type", "", "only this event `TYPE`")
 	c.fs.StringVar(&state, "state", "", "only events in this `STATE` (the table's STATE column): "+stateList)
-	c.fs.StringVar(&state, "status", "", "the former name of --state")
+	c.fs.StringVar(&state, "status", "", "the former name of --state (`STATE`)")
 	c.fs.DurationVar(&f.OlderThan, "older-than", 0, "only events received longer ago than this (e.g. 1h)")
 	c.fs.IntVar(&f.Limit, "limit", 50, "at most `N` events")
 	asJSON := c.fs.Bool("json", false, "print a JSON object per event and line instead of a table")

@@ -60,8 +60,8 @@ const usage = `usage:
 
 Every command takes --help, and --json where it prints a result.
 Exit status: 0 done; 1 failed (or left work that is retried); 2 usage error,
-nothing done; 3 done, but something waits for an operator (an event left
-parked, a finding unresolved).
+or a shell unlike the running receivers refused, nothing done; 3 done, but
+something waits for an operator (an event left parked, a finding unresolved).
 `
 
 // run is the whole program, with its inputs passed in so that tests can

@@ -77,8 +77,11 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	}
 	c := newCommand("reconcile "+rec.Name, reconcileSynopsis(rec),
 		"A line per event processed (or finding) and a summary on stdout; with --json, the lines go\n"+
-			"to stderr and the summary is printed as JSON. Exit 0 when everything found is handled,\n"+
-			"3 when something is left for an operator (parked, or reported only), 1 on failure.")
+			"to stderr and the summary is printed as JSON. The events' steps run with this shell's\n"+
+			"configuration: run it with the server's environment. A shell that differs from what the\n"+
+			"running receivers use is refused (naming each difference; exit 2) unless --allow-mismatch.\n"+
+			"Exit 0 when everything found is handled, 3 when something is left for an operator (parked,\n"+
+			"or reported only), 1 on failure.")
 	var o reconcile.Options
 	var types string
 	c.fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be processed (or corrected) and write nothing")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
 )
@@ -184,20 +185,34 @@ type FingerprintDifference struct {
 // String is the difference as an operator reads it: "SMTP_ADDR: this
 // shell: a:25 / receivers: b:25", or for a secret set on both sides
 // "STRIPE_API_KEY: differs (a secret: neither value is shown)".
+//
+// What it quotes of a receiver's value comes from the database, and is
+// printed to an operator's terminal: control characters are replaced.
 func (d FingerprintDifference) String() string {
 	shown := func(s string) string {
 		if s == "" {
 			return "unset"
 		}
-		return s
+		return Printable(s)
 	}
 	switch {
 	case d.Secret && d.Shell == d.Receiver:
-		return d.Var + ": differs (a secret: neither value is shown)"
+		return Printable(d.Var) + ": differs (a secret: neither value is shown)"
 	case d.Credentials:
-		return d.Var + ": differs in the credentials it carries (" + d.Shell + ")"
+		return Printable(d.Var) + ": differs in the credentials it carries (" + shown(d.Shell) + ")"
 	}
-	return fmt.Sprintf("%s: this shell: %s / receivers: %s", d.Var, shown(d.Shell), shown(d.Receiver))
+	return fmt.Sprintf("%s: this shell: %s / receivers: %s", Printable(d.Var), shown(d.Shell), shown(d.Receiver))
+}
+
+// Printable is s with every control character (a terminal's escape, a line
+// break) replaced by "?": what a command may print of a value it read.
+func Printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '?'
+		}
+		return r
+	}, s)
 }
 
 // Diff lists the settings in which f (a shell's) differs from r (a

@@ -60,7 +60,8 @@ type Receiver struct {
 // String names the receiver for an operator: "host web-1 pid 4242
 // (started 2026-12-06T09:00:00Z, version v1.4.0)".
 func (r Receiver) String() string {
-	return fmt.Sprintf("host %s pid %d (started %s, version %s)", r.Host, r.PID, r.StartedAt.UTC().Format(time.RFC3339), r.Version)
+	return fmt.Sprintf("host %s pid %d (started %s, version %s)", config.Printable(r.Host), r.PID,
+		r.StartedAt.UTC().Format(time.RFC3339), config.Printable(r.Version))
 }
 
 // Heartbeat records one receiver.
@@ -201,14 +202,16 @@ func FingerprintSalt(ctx context.Context, pool *pgxpool.Pool, create bool) ([]by
 	return salt, nil
 }
 
-// Receivers reads every recorded receiver, the most recently seen first.
+// Receivers reads the recorded receivers, the most recently seen first (the
+// 1,000 most recent: a receiver restarting in a loop for a day leaves a row
+// per start).
 func Receivers(ctx context.Context, pool *pgxpool.Pool) ([]Receiver, error) {
 	rows, err := pool.Query(ctx, `
 SELECT id, host, pid, version, started_at, seen_at, stopped_at,
        extract(epoch FROM now() - seen_at)::float8,
        stopped_at IS NULL AND seen_at > now() - $1 * interval '1 millisecond',
        fingerprint
-FROM receivers ORDER BY seen_at DESC, id`, ReceiverLiveFor.Milliseconds())
+FROM receivers ORDER BY seen_at DESC, id LIMIT 1000`, ReceiverLiveFor.Milliseconds())
 	if err != nil {
 		return nil, fmt.Errorf("read the receivers: %w", err)
 	}

@@ -33,6 +33,14 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // holds none of its secrets; once stopped it no longer counts as live.
 func TestHeartbeatRecordsTheReceiver(t *testing.T) {
 	r := rt.New(t, listen...)
+	// A receiver killed two days ago, and one an hour ago: the first is
+	// forgotten, the second kept, not live.
+	if _, err := r.Pool.Exec(context.Background(), `
+INSERT INTO receivers (id, host, pid, version, started_at, seen_at, fingerprint) VALUES
+    ('gone', 'old-host', 1, 'v0', now() - interval '3 days', now() - interval '2 days', '{"v":1,"items":[]}'),
+    ('hour', 'old-host', 2, 'v0', now() - interval '2 hours', now() - interval '1 hour', '{"v":1,"items":[]}')`); err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Server.Run(ctx, nil) }()
@@ -42,8 +50,11 @@ func TestHeartbeatRecordsTheReceiver(t *testing.T) {
 	waitUntil(t, "the receiver recorded", func() bool {
 		var err error
 		recs, err = server.Receivers(context.Background(), r.Pool)
-		return err == nil && len(recs) == 1 && recs[0].Live
+		return err == nil && len(recs) > 0 && recs[0].Live
 	})
+	if len(recs) != 2 || recs[1].ID != "hour" || recs[1].Live || recs[1].Age < 59*time.Minute {
+		t.Errorf("receivers %+v; want this one, live, and the one seen an hour ago, not live (the one of two days ago forgotten)", recs)
+	}
 	host, _ := os.Hostname()
 	if got := recs[0]; got.Host != host || got.PID != os.Getpid() || got.Version == "" || got.StoppedAt != nil ||
 		time.Since(got.StartedAt) > time.Minute {
@@ -76,7 +87,7 @@ func TestHeartbeatRecordsTheReceiver(t *testing.T) {
 	}
 	done <- nil // for the cleanup
 	recs, err = server.Receivers(context.Background(), r.Pool)
-	if err != nil || len(recs) != 1 || recs[0].Live || recs[0].StoppedAt == nil {
+	if err != nil || len(recs) != 2 || recs[0].Live || recs[0].StoppedAt == nil {
 		t.Errorf("after the receiver stopped: %+v, %v; want it recorded as stopped, not live", recs, err)
 	}
 }
