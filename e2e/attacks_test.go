@@ -627,12 +627,18 @@ func TestManyCheckoutsFewConnections(t *testing.T) {
 
 // TestAttackReplayWithoutSMTP: `server events replay KEY` run from a shell
 // without SMTP_ADDR would write the replayed email to a MAIL_DIR nobody
-// reads and mark the step done. It is refused with a message that names
-// SMTP_ADDR, and nothing changes; --allow-unconfigured proceeds.
+// reads and mark the step done. The receiver, killed a moment ago, still
+// counts as running (its record is fresh), and sends mail to its relay: the
+// replay is refused (exit 2) with a message that names SMTP_ADDR, and
+// nothing changes; --allow-unconfigured (--allow-mismatch's former name)
+// proceeds.
 func TestAttackReplayWithoutSMTP(t *testing.T) {
 	w := newWorld(t)
 	env := w.env("MAX_STEP_ATTEMPTS", "1")
 	p := startReceiver(t, "receiver", env)
+	if !externalBin { // a binary from before the record of receivers never logs it
+		p.waitLog(t, "receiver recorded", 30*time.Second)
+	}
 	w.SMTP.SetFailure(errors.New("mailbox unavailable"))
 	d := checkout(1, "replaycli")
 	step := d.StepKey(stepConfirmation)
@@ -657,7 +663,7 @@ func TestAttackReplayWithoutSMTP(t *testing.T) {
 		wrote += fmt.Sprintf("; %d files in MAIL_DIR", len(files))
 	}
 	evidence(t, "events replay KEY without SMTP_ADDR", fmt.Sprintf("exit %d: %s %s", r.Code, r.Stdout, r.Stderr), wrote)
-	if r.Code == 0 || !strings.Contains(r.Stderr, "SMTP_ADDR") {
+	if r.Code != 2 || !strings.Contains(r.Stderr, "SMTP_ADDR: this shell: unset / receivers: "+w.SMTP.Addr()) {
 		t.Errorf("replay without SMTP_ADDR: exit %d, stderr %q; want a refusal that names SMTP_ADDR", r.Code, r.Stderr)
 	}
 	if wrote != "nothing" {

@@ -200,20 +200,28 @@ type failover struct {
 	readyAgain time.Time     // /readyz 200 after the promotion
 	gap        []attempt     // attempts made with no primary: started after killed, ended before promoted
 	newPrimary *pgxpool.Pool // the promoted standby
+	// env is the receiver's whole environment: the one operator commands
+	// are run with.
+	env map[string]string
 }
 
 // runFailover runs the receiver on a primary and its standby under load at
 // 20 events per second, loses the primary, promotes the standby, and waits
 // until every sender has had its event acknowledged. With sync false, the
 // standby first stops receiving WAL, so that the commits the primary
-// acknowledges from then on are lost with it.
-func runFailover(t *testing.T, sync bool, prefix string) *failover {
+// acknowledges from then on are lost with it. The receiver runs without the
+// variables named by without (its fulfillment API checks no signature).
+func runFailover(t *testing.T, sync bool, prefix string, without ...string) *failover {
 	t.Helper()
 	f := &failover{rep: startReplicated(t, sync)}
 	const key = "rk_test_failover_0123456789"
 	f.api = stripetest.New(t, key)
 	f.w = &world{DBURL: f.rep.URL, SMTP: mailtest.NewServer(t), API: fulfillmenttest.NewServer(t)}
-	f.p = startReceiver(t, "receiver", f.w.env("STRIPE_API_KEY", key, "STRIPE_API_BASE", f.api.URL))
+	f.env = f.w.env("STRIPE_API_KEY", key, "STRIPE_API_BASE", f.api.URL)
+	for _, name := range without {
+		delete(f.env, name)
+	}
+	f.p = startReceiver(t, "receiver", f.env)
 	f.p.logTail = 60
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
@@ -359,8 +367,13 @@ func TestFailoverSynchronous(t *testing.T) {
 // delivered events too) brings back every one of them, once: one order
 // each, and their steps, which had run before the loss, run once more
 // with the same Message-ID and Idempotency-Key. A second run finds nothing.
+// The receiver runs as a team that has not adopted signed fulfillment calls
+// does (every variable set, FULFILLMENT_SECRET not), and the catch-up and
+// `events replay KEY` are run with exactly its environment: they run,
+// having found the shell to be the running receiver's (issue 34); their
+// transcripts are logged.
 func TestFailoverAsynchronous(t *testing.T) {
-	f := runFailover(t, false, "foasync")
+	f := runFailover(t, false, "foasync", "FULFILLMENT_SECRET")
 	f.check(t)
 	lost := f.lost(t)
 	if len(lost) == 0 {
@@ -376,16 +389,29 @@ func TestFailoverAsynchronous(t *testing.T) {
 		}
 	}
 
-	env := f.w.env("STRIPE_API_KEY", "rk_test_failover_0123456789", "STRIPE_API_BASE", f.api.URL)
-	r := runServerCmd(t, env, "reconcile", "stripe", "--since", "1h")
+	// The receiver records itself on the new primary (its last record
+	// before the fail-over may be among the commits lost), at once when it
+	// notices the promotion.
+	waitFor(t, time.Minute, "the receiver's record on the new primary", func() bool {
+		return count(t, f.newPrimary, `SELECT count(*) FROM receivers WHERE stopped_at IS NULL AND seen_at > $1`, f.promoted) == 1
+	})
+	env := f.env
+	r := runLogged(t, env, "reconcile", "stripe", "--since", "30m")
 	if r.Code != 0 {
 		t.Fatalf("reconcile stripe: exit %d\n%s%s", r.Code, r.Stdout, r.Stderr)
+	}
+	if !strings.Contains(r.Stderr, "this shell's configuration is the running receivers' (1 receiver)") {
+		t.Errorf("reconcile stripe with the server's environment did not find it the running receiver's:\n%s", r.Stderr)
 	}
 	processed := regexp.MustCompile(`(\d+) processed`).FindStringSubmatch(r.Stdout)
 	if processed == nil || processed[1] != strconv.Itoa(len(lost)) {
 		t.Errorf("reconcile stripe processed %v, want the %d lost events:\n%s", processed, len(lost), r.Stdout)
 	}
 	f.w.waitSettled(t, time.Minute)
+	replay := runLogged(t, env, "events", "replay", lost[0].d.Key)
+	if replay.Code != 0 || !strings.Contains(replay.Stdout, lost[0].d.Key+": duplicate") {
+		t.Errorf("events replay %s (lost, then brought back): exit %d; want 0, a duplicate", lost[0].d.Key, replay.Code)
+	}
 	mails, calls = f.w.mailsByID(), f.w.fulfillmentsByKey()
 	isLost := map[string]bool{}
 	for _, e := range lost {
@@ -412,11 +438,11 @@ func TestFailoverAsynchronous(t *testing.T) {
 			rerun++
 		}
 	}
-	again := runServerCmd(t, env, "reconcile", "stripe", "--since", "1h")
+	again := runLogged(t, env, "reconcile", "stripe", "--since", "30m")
 	if again.Code != 0 || !strings.Contains(again.Stdout, " 0 processed") {
 		t.Errorf("a second reconcile: exit %d\n%s%s", again.Code, again.Stdout, again.Stderr)
 	}
-	t.Logf("asynchronous fail-over: %s; reconcile stripe --since 1h: %s; %d events kept whose steps' completion was lost ran them once more",
+	t.Logf("asynchronous fail-over: %s; reconcile stripe --since 30m: %s; %d events kept whose steps' completion was lost ran them once more",
 		f.figures(len(lost)), strings.TrimSpace(lastLine(r.Stdout)), rerun)
 }
 

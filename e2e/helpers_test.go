@@ -227,6 +227,14 @@ type cmdResult struct {
 // receiver's configuration from the test's own, and waits at most a minute.
 func runServerCmd(t testing.TB, env map[string]string, args ...string) cmdResult {
 	t.Helper()
+	return runServerCmdTo(t, env, nil, args...)
+}
+
+// runServerCmdTo is runServerCmd that also writes the command's stdout and
+// stderr to terminal, as they come, as a terminal shows them (nil: not).
+// Both are written at once: terminal must be safe for that (a logWriter).
+func runServerCmdTo(t testing.TB, env map[string]string, terminal io.Writer, args ...string) cmdResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, serverBin, args...)
@@ -240,6 +248,9 @@ func runServerCmd(t testing.TB, env map[string]string, args ...string) cmdResult
 	}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if terminal != nil {
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&stdout, terminal), io.MultiWriter(&stderr, terminal)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	err := cmd.Run()
 	code := cmd.ProcessState.ExitCode()

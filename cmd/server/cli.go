@@ -19,7 +19,8 @@ const (
 	// API), or left work that is retried (a step that failed, a lease
 	// another worker holds).
 	exitFailure = 1
-	// exitUsage: the command line is wrong; nothing was done.
+	// exitUsage: the command line is wrong, or the command refused to run
+	// (its shell differs from the running receivers); nothing was done.
 	exitUsage = 2
 	// exitUnresolved: it ran to its end, and left something that waits
 	// for an operator: an event parked, a finding it could not resolve.
@@ -48,10 +49,11 @@ var errHelp = errors.New("help printed")
 func exitCode(err error) int {
 	var u usageError
 	var un unresolvedError
+	var r refusedError
 	switch {
 	case err == nil || errors.Is(err, errHelp):
 		return exitOK
-	case errors.As(err, &u):
+	case errors.As(err, &u), errors.As(err, &r):
 		return exitUsage
 	case errors.As(err, &un):
 		return exitUnresolved
@@ -177,9 +179,66 @@ func (g group) subcommand(args []string, stdout io.Writer) (string, error) {
 	return args[0], nil
 }
 
-// unknown is the usage error of a subcommand the group does not have.
-func (g group) unknown(name string) error {
-	return usageError{msg: fmt.Sprintf("server %s: unknown command %q", g.name, name), usage: g.usage}
+// unknown is the usage error of a subcommand the group does not have, with
+// the nearest of those it has (names).
+func (g group) unknown(name string, names ...string) error {
+	return usageError{msg: fmt.Sprintf("server %s: unknown command %q", g.name, name) + didYouMean(name, names), usage: g.usage}
+}
+
+// didYouMean is "; did you mean \"events\"?" when one of names is near
+// enough to name to be a slip of the keyboard (didYouMean("evnets", …)),
+// else "".
+func didYouMean(name string, names []string) string {
+	best, bestDist := "", 0
+	for _, n := range names {
+		d := editDistance(strings.ToLower(name), n)
+		// A slip: a third of the name's letters at most (one in a short
+		// name), or the start of a longer name.
+		near := d <= max(1, len(n)/3) || (len(name) >= 3 && strings.HasPrefix(n, strings.ToLower(name)))
+		if near && (best == "" || d < bestDist) {
+			best, bestDist = n, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// editDistance is the number of letters inserted, deleted, replaced or
+// swapped with their neighbour that turn a into b (optimal string
+// alignment distance).
+func editDistance(a, b string) int {
+	x, y := []rune(a), []rune(b)
+	d := make([][]int, len(x)+1)
+	for i := range d {
+		d[i] = make([]int, len(y)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(x); i++ {
+		for j := 1; j <= len(y); j++ {
+			cost := 1
+			if x[i-1] == y[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && x[i-1] == y[j-2] && x[i-2] == y[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(x)][len(y)]
+}
+
+// plural is n and the noun, plural unless n is one: "1 event", "2 events".
+func plural[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // printJSON writes v to w as indented JSON, for scripts (--json).
@@ -187,4 +246,17 @@ func printJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+// given is the name among names (a flag's and its former names) that the
+// command line set, the first when it set none.
+func given(c *command, names ...string) string {
+	set := map[string]bool{}
+	c.fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for _, n := range names {
+		if set[n] {
+			return n
+		}
+	}
+	return names[0]
 }

@@ -89,10 +89,19 @@ func TestUsageErrors(t *testing.T) {
 		usage string // the usage it is followed by
 	}{
 		{[]string{"frobnicate"}, `server: unknown command "frobnicate"`, "server events COMMAND"},
+		{[]string{"evnets", "list"}, `server: unknown command "evnets"; did you mean "events"?`, "server events COMMAND"},
+		{[]string{"reconcil", "stripe"}, `server: unknown command "reconcil"; did you mean "reconcile"?`, "server events COMMAND"},
+		{[]string{"recon"}, `server: unknown command "recon"; did you mean "reconcile"?`, "server events COMMAND"},
+		{[]string{"events", "replya"}, `server events: unknown command "replya"; did you mean "replay"?`, "server events prune"},
+		{[]string{"events", "Show"}, `server events: unknown command "Show"; did you mean "show"?`, "server events prune"},
+		{[]string{"migrate", "dwon", "1"}, `server migrate: unknown command "dwon"; did you mean "down"?`, "server migrate down N"},
+		{[]string{"reconcile", "strip"}, `server reconcile: unknown reconciliation "strip"; did you mean "stripe"?`, "server reconcile stripe"},
+		{[]string{"reconcile", "github"}, `server reconcile: unknown reconciliation "github"; did you mean "github-marketplace"?`, "server reconcile stripe"},
 		{[]string{"serve", "now"}, "server serve: takes no arguments", "server [serve]"},
 		{[]string{"events"}, "server events: a command is needed", "server events list"},
 		{[]string{"events", "frob"}, `server events: unknown command "frob"`, "server events prune"},
 		{[]string{"events", "list", "--status", "parkd"}, `--status must be one of done, resolved, in_progress, failed, parked, got "parkd"`, "server events list"},
+		{[]string{"events", "list", "--state", "parkd"}, `--state must be one of done, resolved, in_progress, failed, parked, got "parkd"`, "server events list"},
 		{[]string{"events", "list", "--source", "strip"}, `--source must be one of ` + strings.Join(providers.Sources(providers.All()), ", ") + `, got "strip"`, "server events list"},
 		{[]string{"events", "list", "--limit", "many"}, `invalid value "many" for flag -limit`, "server events list"},
 		{[]string{"events", "list", "--limit", "0"}, "--limit must be positive", "server events list"},
@@ -333,5 +342,29 @@ func TestServeLogsVersion(t *testing.T) {
 	stdout, stderr, err := cli(map[string]string{"HTTP_ADDR": listening.Addr}, "healthcheck")
 	if err != nil || !strings.HasSuffix(stdout, "/healthz: 200 OK\n") {
 		t.Errorf("healthcheck of the serving receiver: %v, %q %q", err, stdout, stderr)
+	}
+}
+
+// TestDidYouMean: an unknown command is answered with the nearest known
+// one when it is a slip of the keyboard (a letter missing, added, replaced
+// or swapped, or the start of the name), and with nothing otherwise.
+func TestDidYouMean(t *testing.T) {
+	names := []string{"serve", "migrate", "events", "reconcile", "healthcheck", "version", "help"}
+	for _, c := range []struct{ name, want string }{
+		{"evnets", "events"}, {"event", "events"}, {"EVENTS", "events"}, {"migarte", "migrate"}, {"helthcheck", "healthcheck"},
+		{"health", "healthcheck"}, {"frobnicate", ""}, {"x", ""}, {"ev", ""}, {"list", ""}, {"replay", ""},
+	} {
+		got := didYouMean(c.name, names)
+		if want := map[bool]string{true: "", false: `; did you mean "` + c.want + `"?`}[c.want == ""]; got != want {
+			t.Errorf("didYouMean(%q) = %q, want %q", c.name, got, want)
+		}
+	}
+	for _, c := range []struct {
+		a, b string
+		d    int
+	}{{"", "abc", 3}, {"abc", "abc", 0}, {"evnets", "events", 1}, {"kitten", "sitting", 3}, {"ca", "abc", 3}} {
+		if d := editDistance(c.a, c.b); d != c.d {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", c.a, c.b, d, c.d)
+		}
 	}
 }

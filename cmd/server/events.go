@@ -27,12 +27,12 @@ import (
 // The synopses of the events commands, for each command's usage and the
 // group's.
 const (
-	listSynopsis = `server events list [--source S] [--type T] [--status done|resolved|in_progress|failed|parked]
+	listSynopsis = `server events list [--source S] [--type T] [--state done|resolved|in_progress|failed|parked]
                    [--older-than D] [--limit N] [--json]`
 	showSynopsis    = `server events show KEY [--json]`
 	resolveSynopsis = `server events resolve KEY --reason TEXT [--json]`
-	replaySynopsis  = `server events replay KEY... [--allow-unconfigured] [--json]
-server events replay --parked --since D [--limit N] [--allow-unconfigured] [--json]`
+	replaySynopsis  = `server events replay KEY... [--allow-mismatch] [--json]
+server events replay --parked --since D [--limit N] [--allow-mismatch] [--json]`
 )
 
 func pruneSynopsis(specs []webhooks.Spec) string {
@@ -72,7 +72,7 @@ func eventsCmd(ctx context.Context, args []string, getenv func(string) string, s
 	case "prune":
 		return eventsPrune(ctx, getenv, specs, args[1:], stdout, stderr)
 	}
-	return g.unknown(sub)
+	return g.unknown(sub, "list", "show", "replay", "resolve", "prune")
 }
 
 // operatorEnv is what an operator command works with once its command line
@@ -108,7 +108,8 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	sources := providers.Sources(specs)
 	c.fs.StringVar(&f.Source, "source", "", "only this `SOURCE` ("+strings.Join(sources, ", ")+")")
 	c.fs.StringVar(&f.Type, "type", "", "only this event `TYPE`")
-	c.fs.StringVar(&state, "status", "", "only events in this `STATE`: "+stateList)
+	c.fs.StringVar(&state, "state", "", "only events in this `STATE` (the table's STATE column): "+stateList)
+	c.fs.StringVar(&state, "status", "", "the former name of --state (`STATE`)")
 	c.fs.DurationVar(&f.OlderThan, "older-than", 0, "only events received longer ago than this (e.g. 1h)")
 	c.fs.IntVar(&f.Limit, "limit", 50, "at most `N` events")
 	asJSON := c.fs.Bool("json", false, "print a JSON object per event and line instead of a table")
@@ -121,7 +122,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	case len(rest) > 0:
 		return c.fail("takes no arguments, got %q", rest)
 	case state != "" && !slices.Contains(webhooks.States, f.State):
-		return c.fail("--status must be one of %s, got %q", stateList, state)
+		return c.fail("--%s must be one of %s, got %q", given(c, "state", "status"), stateList, state)
 	case f.Source != "" && !slices.Contains(sources, f.Source):
 		return c.fail("--source must be one of %s, got %q", strings.Join(sources, ", "), f.Source)
 	case f.OlderThan < 0:
@@ -156,7 +157,7 @@ func eventsList(ctx context.Context, getenv func(string) string, specs []webhook
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "%d events\n", len(events))
+	fmt.Fprintln(stderr, plural(len(events), "event"))
 	return nil
 }
 
@@ -364,21 +365,6 @@ func oneLine(s string) string {
 	return s
 }
 
-// unconfigured says which of the server's delivery settings this shell
-// lacks: a replay runs steps, and must run them as the server would.
-func unconfigured(cfg config.Config) []string {
-	var missing []string
-	if cfg.SMTPAddr == "" {
-		missing = append(missing, "SMTP_ADDR is unset: emails would be written to "+cfg.MailDir+" instead of sent")
-	}
-	if cfg.FulfillmentURL == "" {
-		missing = append(missing, "FULFILLMENT_URL is unset: fulfillment steps could not run (parked ones would stay parked, new ones be skipped)")
-	} else if cfg.FulfillmentKey == nil {
-		missing = append(missing, "FULFILLMENT_SECRET is unset: fulfillment calls would go unsigned, and an API that checks the signature refuses them")
-	}
-	return missing
-}
-
 // replayed is what became of one event's replay.
 type replayed struct {
 	Key string `json:"key"`
@@ -443,13 +429,15 @@ func eventsReplay(ctx context.Context, getenv func(string) string, args []string
 	c := newCommand("events replay", replaySynopsis,
 		"Runs stored events again from their bodies, through the same claims as a delivery: parked\n"+
 			"work is reopened, done work is left as it is. A line per event on stdout (a JSON report\n"+
-			"with --json), a summary on stderr. Steps run with this shell's configuration, which must\n"+
-			"have the server's SMTP_ADDR and FULFILLMENT_URL (or --allow-unconfigured).\n"+
+			"with --json), a summary on stderr. Steps run with this shell's configuration: run it with\n"+
+			"the server's environment. It refuses a shell that differs from what the running receivers\n"+
+			"use (naming each difference; exit 2) unless --allow-mismatch, and warns when no running\n"+
+			"receiver is recorded.\n"+
 			"Exit 0 when every event is done, 3 when one is left parked, 1 when one failed.")
 	parked := c.fs.Bool("parked", false, "replay every event with something parked")
 	since := c.fs.Duration("since", 0, "with --parked: only events received within this long (e.g. 24h)")
 	limit := c.fs.Int("limit", 10000, "with --parked: at most `N` events")
-	allow := c.fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
+	allow := allowMismatchFlag(c)
 	asJSON := c.fs.Bool("json", false, "print a JSON report of every event's result and the counts")
 	keys, err := c.parse(args, stdout)
 	if err != nil {
@@ -471,9 +459,8 @@ func eventsReplay(ctx context.Context, getenv func(string) string, args []string
 	}
 	defer env.pool.Close()
 	cfg, pool, log := env.cfg, env.pool, env.log
-	if missing := unconfigured(cfg); len(missing) > 0 && !*allow {
-		return fmt.Errorf("events replay runs steps with this shell's configuration, which lacks the server's:\n  %s\n"+
-			"set them as the server has them, or pass --allow-unconfigured to accept that", strings.Join(missing, "\n  "))
+	if err := checkShell(ctx, env, "events replay runs steps", *allow, stderr); err != nil {
+		return err
 	}
 	provs, err := server.Providers(cfg)
 	if err != nil {
@@ -489,7 +476,7 @@ func eventsReplay(ctx context.Context, getenv func(string) string, args []string
 		if keys, err = ops.ParkedSince(ctx, pool, *since, *limit); err != nil {
 			return err
 		}
-		fmt.Fprintf(stderr, "%d parked events received in the last %s\n", len(keys), *since)
+		fmt.Fprintf(stderr, "%s received in the last %s\n", plural(len(keys), "parked event"), *since)
 	}
 
 	counts := map[string]int{}
@@ -558,12 +545,12 @@ func eventsReplay(ctx context.Context, getenv func(string) string, args []string
 			return err
 		}
 	}
-	fmt.Fprintf(stderr, "replayed %d events: %s\n", len(keys), summary(counts))
+	fmt.Fprintf(stderr, "replayed %s: %s\n", plural(len(keys), "event"), summary(counts))
 	switch {
 	case notDone > 0:
-		return fmt.Errorf("%d of %d events are not done", notDone, len(keys))
+		return fmt.Errorf("%d of %s not done", notDone, plural(len(keys), "event"))
 	case left > 0:
-		return unresolvedError{fmt.Sprintf("server events replay: %d of %d events left parked (server events show KEY says why)", left, len(keys))}
+		return unresolvedError{fmt.Sprintf("server events replay: %d of %s left parked (server events show KEY says why)", left, plural(len(keys), "event"))}
 	}
 	return nil
 }
@@ -614,7 +601,7 @@ func eventsResolve(ctx context.Context, getenv func(string) string, args []strin
 	if *asJSON {
 		return printJSON(stdout, res)
 	}
-	fmt.Fprintf(stdout, "%s: resolved (%d claims closed: %s), now %s\n", res.Key, len(res.Closed),
+	fmt.Fprintf(stdout, "%s: resolved (%s closed: %s), now %s\n", res.Key, plural(len(res.Closed), "claim"),
 		strings.Join(res.Closed, ", "), res.State)
 	return nil
 }
@@ -709,7 +696,7 @@ func eventsPrune(ctx context.Context, getenv func(string) string, specs []webhoo
 		}
 		p.Window, p.WindowSeconds = window.String(), window.Seconds()
 		res, err := ops.Prune(ctx, env.pool, s.Source, window, *batch, *dryRun, func(p ops.PruneResult) {
-			fmt.Fprintf(stderr, "%s: %d events pruned so far\n", s.Source, p.Events)
+			fmt.Fprintf(stderr, "%s: %s pruned so far\n", s.Source, plural(p.Events, "event"))
 		})
 		if err != nil {
 			return err
@@ -721,7 +708,7 @@ func eventsPrune(ctx context.Context, getenv func(string) string, specs []webhoo
 			if p.AtFloor {
 				note = " (its floor)"
 			}
-			fmt.Fprintf(stdout, "%s: %s %d events (%d claim rows) older than %s%s\n", s.Source, verb, res.Events, res.Claims, window, note)
+			fmt.Fprintf(stdout, "%s: %s %s (%s) older than %s%s\n", s.Source, verb, plural(res.Events, "event"), plural(res.Claims, "claim row"), window, note)
 		}
 	}
 	if *asJSON {

@@ -60,8 +60,8 @@ const usage = `usage:
 
 Every command takes --help, and --json where it prints a result.
 Exit status: 0 done; 1 failed (or left work that is retried); 2 usage error,
-nothing done; 3 done, but something waits for an operator (an event left
-parked, a finding unresolved).
+or a shell unlike the running receivers refused, nothing done; 3 done, but
+something waits for an operator (an event left parked, a finding unresolved).
 `
 
 // run is the whole program, with its inputs passed in so that tests can
@@ -111,7 +111,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		fmt.Fprint(stdout, usage)
 		return errHelp
 	}
-	return usageError{msg: fmt.Sprintf("server: unknown command %q", args[0]), usage: usage}
+	return usageError{msg: fmt.Sprintf("server: unknown command %q", args[0]) +
+		didYouMean(args[0], []string{"serve", "migrate", "events", "reconcile", "healthcheck", "version", "help"}), usage: usage}
 }
 
 func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
@@ -123,9 +124,7 @@ func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) er
 	slog.SetDefault(log)
 	v := version.Get()
 	log.Info("starting receiver", "version", v.Version, "go", v.GoVersion, "config", cfg)
-	for _, w := range cfg.Warnings {
-		log.Warn("weak configuration", "variable", w.Var, "problem", w.Message)
-	}
+	logWeak(cfg, log)
 
 	srv, err := server.New(ctx, cfg, providers.Registry(), log)
 	if err != nil {
@@ -198,7 +197,7 @@ func migrateCmd(args []string, getenv func(string) string, stdout io.Writer) err
 		c = newCommand("migrate version", "server migrate version [--json]",
 			"Prints the schema version, and the latest this binary embeds.")
 	default:
-		return migrateGroup.unknown(sub)
+		return migrateGroup.unknown(sub, "up", "down", "version")
 	}
 	asJSON := c.fs.Bool("json", false, `print {"version", "latest", "dirty"} as JSON`)
 	rest, err := c.parse(args[1:], stdout)

@@ -34,7 +34,7 @@ func reconcileSynopsis(r reconcile.Reconciler) string {
 	if r.Takes("failed-only") {
 		b.WriteString(" [--failed-only]")
 	}
-	b.WriteString(" [--dry-run] [--allow-unconfigured] [--json]")
+	b.WriteString(" [--dry-run] [--allow-mismatch] [--json]")
 	return b.String()
 }
 
@@ -69,16 +69,23 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		}
 	}
 	if rec.Name == "" {
-		return usageError{msg: fmt.Sprintf("server reconcile: unknown reconciliation %q", name), usage: g.usage}
+		var names []string
+		for _, r := range providers.Reconcilers() {
+			names = append(names, r.Name)
+		}
+		return usageError{msg: fmt.Sprintf("server reconcile: unknown reconciliation %q", name) + didYouMean(name, names), usage: g.usage}
 	}
 	c := newCommand("reconcile "+rec.Name, reconcileSynopsis(rec),
 		"A line per event processed (or finding) and a summary on stdout; with --json, the lines go\n"+
-			"to stderr and the summary is printed as JSON. Exit 0 when everything found is handled,\n"+
-			"3 when something is left for an operator (parked, or reported only), 1 on failure.")
+			"to stderr and the summary is printed as JSON. The events' steps run with this shell's\n"+
+			"configuration: run it with the server's environment. A shell that differs from what the\n"+
+			"running receivers use is refused (naming each difference; exit 2) unless --allow-mismatch.\n"+
+			"Exit 0 when everything found is handled, 3 when something is left for an operator (parked,\n"+
+			"or reported only), 1 on failure.")
 	var o reconcile.Options
 	var types string
 	c.fs.BoolVar(&o.DryRun, "dry-run", false, "list what would be processed (or corrected) and write nothing")
-	allow := c.fs.Bool("allow-unconfigured", false, "run steps even though SMTP_ADDR or FULFILLMENT_URL is unset in this shell")
+	allow := allowMismatchFlag(c)
 	asJSON := c.fs.Bool("json", false, "print the run's summary as JSON (the per-event lines go to stderr)")
 	if rec.Takes("since") {
 		c.fs.DurationVar(&o.Since, "since", 0, "events created within this long (e.g. 72h); default: all the provider keeps")
@@ -119,16 +126,18 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 	if why := rec.Unconfigured(cfg.Settings(rec.Source).Env); why != "" {
 		return fmt.Errorf("reconcile %s: %s", rec.Name, why)
 	}
-	if missing := unconfigured(cfg); len(missing) > 0 && !o.DryRun && !*allow {
-		return fmt.Errorf("reconcile runs the steps of the events it processes with this shell's configuration, which lacks the server's:\n  %s\n"+
-			"set them as the server has them, or pass --allow-unconfigured to accept that", strings.Join(missing, "\n  "))
-	}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	pool, err := db.Open(ctx, cfg.DatabaseURL, 8, cfg.DBOptions(log)...)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
+	if !o.DryRun {
+		env := operatorEnv{cfg: cfg, log: log, pool: pool}
+		if err := checkShell(ctx, env, "reconcile "+rec.Name+" runs the steps of the events it processes", *allow, stderr); err != nil {
+			return err
+		}
+	}
 	provs, err := server.Providers(cfg)
 	if err != nil {
 		return err

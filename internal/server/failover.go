@@ -148,6 +148,9 @@ func (s *Server) setupFailoverWatch(rs []reconcile.Reconciler) {
 func (s *Server) onFailover(commands []string) func(ctx context.Context, from, to db.Primary) {
 	catchUp := s.cfg.ReconcileInterval > 0 && len(commands) > 0
 	return func(ctx context.Context, from, to db.Primary) {
+		if s.heartbeat != nil { // the new primary may have lost its last record
+			s.heartbeat.Poke()
+		}
 		if s.monitor != nil {
 			s.monitor.NoteFailover(alerts.Failover{At: time.Now(), From: from.String(), To: to.String(),
 				Another: from.SystemID != to.SystemID, Commands: commands, CatchUp: catchUp, Lookback: FailoverLookback})

@@ -49,6 +49,9 @@ type Server struct {
 	background []func(ctx context.Context)
 	// monitor is the operator alerts' monitor, told of a fail-over.
 	monitor *alerts.Monitor
+	// heartbeat records the receiver for the operator commands, poked
+	// after a fail-over.
+	heartbeat *Heartbeat
 	// reconcilers are the configured catch-up capabilities, by name.
 	reconcilers map[string]reconcile.Instance
 	// closers run when the server closes, after the pool's last use
@@ -130,6 +133,18 @@ func Providers(cfg config.Config) (map[string]webhooks.Provider, error) {
 	return m, nil
 }
 
+// ProviderWarnings logs what the providers' settings should not be: said
+// by the server at start-up, and by the commands that run steps.
+func ProviderWarnings(cfg config.Config, log *slog.Logger) {
+	for _, spec := range cfg.Specs() {
+		if spec.Warnings != nil {
+			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {
+				log.Warn(w, "provider", spec.Source)
+			}
+		}
+	}
+}
+
 // NewProcessor builds the processor the configuration describes.
 func NewProcessor(cfg config.Config, pool *pgxpool.Pool, kinds webhooks.StepKinds, metrics *webhooks.Metrics, log *slog.Logger) *webhooks.Processor {
 	// Said wherever steps run: the server, and the commands that replay
@@ -156,13 +171,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	if err != nil {
 		return nil, err
 	}
-	for _, spec := range cfg.Specs() {
-		if spec.Warnings != nil {
-			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {
-				log.Warn(w, "provider", spec.Source)
-			}
-		}
-	}
+	ProviderWarnings(cfg, log)
 	// Over the session URL: golang-migrate's lock is a session lock.
 	if err := db.Migrate(cfg.SessionURL()); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
@@ -207,6 +216,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	s.setupHeartbeat()
 	s.setupAlerts()
 	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
 		pool.Close()

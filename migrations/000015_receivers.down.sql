@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS receivers_salt;
+DROP TABLE IF EXISTS receivers;
