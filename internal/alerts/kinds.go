@@ -89,11 +89,17 @@ func MaskURL(raw string) string {
 }
 
 // WebhookKind sends alerts to the webhook: POST {"text": …} with the
-// alert's cause, subject, hour and key beside it.
+// alert's cause, subject, hour and key beside it. It never follows a
+// redirect: the URL is a secret, and the alert would go, in clear
+// perhaps, wherever the answer points.
 type WebhookKind struct {
 	URL    string       // ALERT_WEBHOOK_URL; "" when unset
-	Client *http.Client // nil: a client with a 10 s backstop
+	Client *http.Client // nil: http.DefaultClient's transport; a 10 s backstop; redirects refused in any case
 }
+
+// refuseRedirect is the webhook client's redirect policy (http.Client's
+// CheckRedirect): the redirect itself is the answer, a failure.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Prepare implements webhooks.StepKind.
 func (WebhookKind) Prepare(payload json.RawMessage) (json.RawMessage, error) { return payload, nil }
@@ -149,9 +155,10 @@ func (k WebhookKind) Run(ctx context.Context, key string, payload json.RawMessag
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "paywebhooks-alerts")
-	hc := k.Client
-	if hc == nil {
-		hc = http.DefaultClient
+	hc := http.Client{CheckRedirect: refuseRedirect}
+	if k.Client != nil {
+		hc = *k.Client
+		hc.CheckRedirect = refuseRedirect
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -169,9 +176,12 @@ func (k WebhookKind) Run(ctx context.Context, key string, payload json.RawMessag
 	}
 	perm := resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusRequestTimeout &&
 		resp.StatusCode != http.StatusTooManyRequests
+	what := webhooks.Redact(strings.ToValidUTF8(string(snippet), "?"), 200)
+	if resp.StatusCode/100 == 3 {
+		what = "a redirect, never followed: set ALERT_WEBHOOK_URL to the URL the hook is at"
+	}
 	return &StatusError{Code: resp.StatusCode, permanent: perm,
-		msg: fmt.Sprintf("alert webhook: POST %s: status %d: %s", MaskURL(k.URL), resp.StatusCode,
-			webhooks.Redact(strings.ToValidUTF8(string(snippet), "?"), 200))}
+		msg: fmt.Sprintf("alert webhook: POST %s: status %d: %s", MaskURL(k.URL), resp.StatusCode, what)}
 }
 
 // StatusError is an attempt of an alert that failed: the webhook's answer

@@ -147,6 +147,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// noRedirects is the client Post sends with: like the providers, it
+// follows no redirect, so that a test sees the receiver's own answer.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // Response is what the receiver answered.
 type Response struct {
 	Status int
@@ -162,7 +166,7 @@ func (r *Receiver) Post(tb testing.TB, path string, header http.Header, body []b
 		tb.Fatal(err)
 	}
 	req.Header = header
-	res, err := http.DefaultClient.Do(req)
+	res, err := noRedirects.Do(req)
 	if err != nil {
 		tb.Fatalf("POST %s: %v", path, err)
 	}
