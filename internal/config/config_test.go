@@ -174,7 +174,9 @@ func TestLoad(t *testing.T) {
 			"DATABASE_URL names 2 hosts: add target_session_attrs=read-write"},
 		{"ErrHostsReadOnly", "DATABASE_URL", "postgres://u:p@db-a,db-b/receiver?target_session_attrs=prefer-standby",
 			`DATABASE_URL names 2 hosts: add target_session_attrs=read-write, so that only a primary is written to and a promoted standby is followed (got "prefer-standby")`},
-		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL must be https"},
+		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL is http:// to hooks.example.com, off this machine"},
+		{"ErrFulfillmentHTTP", "FULFILLMENT_URL", "http://fulfil.example.com:8000", "FULFILLMENT_URL is http:// to fulfil.example.com:8000, off this machine"},
+		{"ErrAllowInsecureHTTP", "ALLOW_INSECURE_HTTP", "yes", `ALLOW_INSECURE_HTTP must be true or false, got "yes"`},
 		{"ErrAlertWebhookRelative", "ALERT_WEBHOOK_URL", "hooks.slack.com/services/x", "ALERT_WEBHOOK_URL must be an absolute URL"},
 		{"ErrAlertEmail", "ALERT_EMAIL", "oncall", "ALERT_EMAIL is not an email address"},
 		{"ErrSilenceSource", "SILENCE_ALERT_AFTER", "stripe=6h,paypal=1h", `SILENCE_ALERT_AFTER "paypal" names no provider`},
@@ -413,5 +415,51 @@ func TestAlerts(t *testing.T) {
 	}
 	if d, ok := c.SilenceAlertAfter["github"]; !ok || d != 0 {
 		t.Errorf("github=off: %v %v, want 0 (never)", d, ok)
+	}
+}
+
+// TestCleartextURLs: FULFILLMENT_URL and ALERT_WEBHOOK_URL may be http://
+// to a loopback host only, unless ALLOW_INSECURE_HTTP=true, which start-up
+// then warns of; the refusal names the variable and the way out, never a
+// password or the webhook's path.
+func TestCleartextURLs(t *testing.T) {
+	for _, u := range []string{"http://127.0.0.1:9000", "http://127.8.0.1", "http://[::1]:9000", "http://localhost:9000", "http://LOCALHOST", "https://fulfil.example.com"} {
+		e := valid()
+		e["FULFILLMENT_URL"], e["ALERT_WEBHOOK_URL"] = u, u+"/hook"
+		c, err := Load(env(e), specs)
+		if err != nil {
+			t.Errorf("%s: %v", u, err)
+			continue
+		}
+		if len(c.Warnings) != 0 {
+			t.Errorf("%s: warnings %v", u, c.Warnings)
+		}
+	}
+	e := valid()
+	e["FULFILLMENT_URL"] = "http://shop:p4ssw0rd@fulfil.internal:8000"
+	e["ALERT_WEBHOOK_URL"] = "http://chat.internal/hooks/s3cr3tp4th"
+	_, err := Load(env(e), specs)
+	for _, want := range []string{"FULFILLMENT_URL is http:// to fulfil.internal:8000", "ALERT_WEBHOOK_URL is http:// to chat.internal", "ALLOW_INSECURE_HTTP=true"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v; want it to say %q", err, want)
+		}
+	}
+	if err != nil && (strings.Contains(err.Error(), "p4ssw0rd") || strings.Contains(err.Error(), "s3cr3tp4th")) {
+		t.Errorf("the refusal quotes a secret: %v", err)
+	}
+	e["ALLOW_INSECURE_HTTP"] = "true"
+	c, err := Load(env(e), specs)
+	if err != nil {
+		t.Fatalf("with ALLOW_INSECURE_HTTP=true: %v", err)
+	}
+	var warned []string
+	for _, w := range c.Warnings {
+		warned = append(warned, w.Var)
+		if strings.Contains(w.Message, "p4ssw0rd") || strings.Contains(w.Message, "s3cr3tp4th") {
+			t.Errorf("the warning quotes a secret: %s", w.Message)
+		}
+	}
+	if !slices.Equal(warned, []string{"FULFILLMENT_URL", "ALERT_WEBHOOK_URL"}) {
+		t.Errorf("warnings for %v; want FULFILLMENT_URL and ALERT_WEBHOOK_URL", warned)
 	}
 }
