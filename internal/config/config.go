@@ -269,6 +269,11 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if c.MetricsAddr != "" && c.MetricsAddr == c.HTTPAddr && !anyPort(c.MetricsAddr) {
 		l.fail("METRICS_ADDR", "must differ from HTTP_ADDR (unset it to serve /metrics on HTTP_ADDR)")
 	}
+	if host, _, err := net.SplitHostPort(c.HTTPAddr); err == nil && c.MetricsAddr == "" && !mail.IsLoopback(host) {
+		c.Warnings = append(c.Warnings, Warning{Var: "METRICS_ADDR", Message: "is unset: /metrics is served on HTTP_ADDR (" +
+			c.HTTPAddr + "), the public listener, where anybody who reaches the webhook routes reads the receiver's " +
+			"counters; set METRICS_ADDR to a private address (127.0.0.1:9090, or the internal network's)"})
+	}
 	if c.AdminAddr != "" {
 		switch {
 		case !anyPort(c.AdminAddr) && (c.AdminAddr == c.HTTPAddr || c.AdminAddr == c.MetricsAddr):

@@ -24,14 +24,17 @@ func env(kv map[string]string) func(string) string {
 func valid() map[string]string {
 	return map[string]string{
 		"DATABASE_URL":          "postgres://user:hunter2@localhost:5432/receiver",
-		"STRIPE_WEBHOOK_SECRET": "whsec_abc, whsec_old",
+		"STRIPE_WEBHOOK_SECRET": "whsec_abc" + strings.Repeat("0123456789abcdef", 2) + ", whsec_old" + strings.Repeat("0123456789abcdef", 2),
 		"GITHUB_WEBHOOK_SECRET": "github-secret-0123456789abcdef0123",
+		"METRICS_ADDR":          "127.0.0.1:9090",
 	}
 }
 
 func TestLoad(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
-		c, err := Load(env(valid()), specs)
+		e := valid()
+		delete(e, "METRICS_ADDR")
+		c, err := Load(env(e), specs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +42,7 @@ func TestLoad(t *testing.T) {
 			c.MailDir != "./var/mail" || c.SMTPAddr != "" || c.FulfillmentURL != "" {
 			t.Fatalf("defaults not applied: %+v", c)
 		}
-		if s := c.Providers["stripe"].Secrets; len(s) != 2 || s[1] != "whsec_old" {
+		if s := c.Providers["stripe"].Secrets; len(s) != 2 || !strings.HasPrefix(s[1], "whsec_old") {
 			t.Errorf("secret list = %q, want two trimmed secrets", s)
 		}
 		if c.MaxInflight != 256 || c.MetricsAddr != "" || len(c.TrustedProxies) != 0 || c.StepTimeout != 30*time.Second {
@@ -139,6 +142,8 @@ func TestLoad(t *testing.T) {
 		{"ErrNoDatabase", "DATABASE_URL", "", "DATABASE_URL is required"},
 		{"ErrBadDatabaseURL", "DATABASE_URL", "mysql://nope:99999999", "DATABASE_URL is not a PostgreSQL"},
 		{"ErrStripeSecretPrefix", "STRIPE_WEBHOOK_SECRET", "sk_test_123", "does not start with whsec_"},
+		{"ErrStripeSecretShort", "STRIPE_WEBHOOK_SECRET", "whsec_x", "STRIPE_WEBHOOK_SECRET secret 1 is shorter than 38 characters"},
+		{"ErrStripeSecretTruncated", "STRIPE_WEBHOOK_SECRET", "whsec_0123456789abcdef0123456789abcde", "STRIPE_WEBHOOK_SECRET secret 1 is shorter than 38 characters"},
 		{"ErrLease", "LEASE_DURATION", "five minutes", "LEASE_DURATION must be a Go duration"},
 		{"ErrLeaseTooShort", "LEASE_DURATION", "10ms", "LEASE_DURATION must be at least 1s"},
 		{"ErrSMTPAddr", "SMTP_ADDR", "mail.example.com", "SMTP_ADDR must be host:port"},
@@ -288,8 +293,8 @@ func TestSecretLength(t *testing.T) {
 // development tool runs the process (PAYWEBHOOKS_DEV=1).
 func TestDevelopmentValuesRefused(t *testing.T) {
 	for _, c := range []struct{ key, value string }{
-		{"STRIPE_WEBHOOK_SECRET", "whsec_compose_development_only"},
-		{"STRIPE_WEBHOOK_SECRET", "whsec_real, whsec_DEVELOPMENT"},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_compose_development_only_0123456789ab"},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_real_0123456789abcdef0123456789abcdef, whsec_DEVELOPMENT_0123456789abcdef0123456"},
 		{"GITHUB_WEBHOOK_SECRET", "compose-Development-only-0123456789abcdef"},
 		{"ADMIN_TOKEN", "compose-development-token"},
 	} {
@@ -461,5 +466,60 @@ func TestCleartextURLs(t *testing.T) {
 	}
 	if !slices.Equal(warned, []string{"FULFILLMENT_URL", "ALERT_WEBHOOK_URL"}) {
 		t.Errorf("warnings for %v; want FULFILLMENT_URL and ALERT_WEBHOOK_URL", warned)
+	}
+}
+
+// TestStripeSecretsAsIssued: the signing secrets Stripe issues start: an
+// endpoint's (whsec_ and 32 letters and digits) and `stripe listen`'s
+// (whsec_ and 64 hex digits); a shorter one does not (whsec_x, above).
+func TestStripeSecretsAsIssued(t *testing.T) {
+	for _, v := range []string{
+		"whsec_" + strings.Repeat("aB3", 10) + "xY",
+		"whsec_" + strings.Repeat("0123456789abcdef", 4),
+	} {
+		e := valid()
+		e["STRIPE_WEBHOOK_SECRET"] = v
+		if c, err := Load(env(e), specs); err != nil || len(c.Warnings) != 0 {
+			t.Errorf("a secret of %d characters: %v, warnings %v", len(v), err, c.Warnings)
+		}
+	}
+}
+
+// TestMetricsOnThePublicListener: with METRICS_ADDR unset, /metrics is
+// served on HTTP_ADDR, and start-up warns unless HTTP_ADDR is a loopback
+// address; with METRICS_ADDR set it does not.
+func TestMetricsOnThePublicListener(t *testing.T) {
+	for _, c := range []struct {
+		http, metrics string
+		warns         bool
+	}{
+		{"", "", true}, // :8080, every interface
+		{"0.0.0.0:8080", "", true},
+		{"10.0.0.5:8080", "", true},
+		{"[::]:8080", "", true},
+		{"127.0.0.1:8080", "", false},
+		{"localhost:8080", "", false},
+		{"[::1]:8080", "", false},
+		{"", "127.0.0.1:9090", false},
+		{"", "10.0.0.5:9090", false},
+	} {
+		e := valid()
+		e["HTTP_ADDR"], e["METRICS_ADDR"] = c.http, c.metrics
+		cfg, err := Load(env(e), specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var warned bool
+		for _, w := range cfg.Warnings {
+			if w.Var == "METRICS_ADDR" {
+				warned = true
+				if !strings.Contains(w.Message, "/metrics is served on HTTP_ADDR") {
+					t.Errorf("the warning: %s", w.Message)
+				}
+			}
+		}
+		if warned != c.warns {
+			t.Errorf("HTTP_ADDR %q, METRICS_ADDR %q: warned %v, want %v", c.http, c.metrics, warned, c.warns)
+		}
 	}
 }

@@ -40,12 +40,13 @@ const NotifyEmail = "owner@example.com"
 const FulfillmentSecret = "whsec_cmVjZWl2ZXJ0ZXN0IGZ1bGZpbGxtZW50IGtleSAzMmI="
 
 // Secret is the secret the test receiver verifies spec's deliveries with
-// (the first of its list), long enough for any provider's WarnLen.
+// (the first of its list): a development value of the spec's
+// (webhooks.Var.DevValue), which start-up takes without a word.
 func Secret(spec webhooks.Spec) string {
 	if spec.Secret.DevPrefix != "" {
-		return spec.Secret.DevPrefix + "receivertest_" + spec.Source + "_0123456789abcdef"
+		return spec.Secret.DevValue("receivertest_" + spec.Source + "_0123456789abcdef")
 	}
-	return "receivertest-" + spec.Source + "-secret-0123456789abcdef"
+	return spec.Secret.DevValue("receivertest-" + spec.Source + "-secret-0123456789abcdef")
 }
 
 // OldSecret is the second secret of spec's list: a secret being rotated out.
