@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -155,6 +156,195 @@ func TestClientRefusesAnotherOrigin(t *testing.T) {
 		}
 		if len(followed) > 0 {
 			t.Errorf("a redirect within the origin was followed: %q", followed)
+		}
+	})
+}
+
+func TestClientBoundsARun(t *testing.T) {
+	var mu sync.Mutex
+	served := 0
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		served++
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/announced":
+			w.Header().Set("Content-Length", "4096")
+			w.Write(make([]byte, 4096))
+		case "/chunked":
+			for range 4 {
+				w.Write(make([]byte, 1024))
+				w.(http.Flusher).Flush()
+			}
+		default:
+			fmt.Fprint(w, "{}")
+		}
+	}))
+	defer api.Close()
+	hc, _ := reconcile.NewClient(api.URL)
+	get := func(ctx context.Context, path string) error {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.URL+path, nil)
+		resp, err := hc.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.ReadAll(resp.Body)
+		return err
+	}
+
+	t.Run("Requests", func(t *testing.T) {
+		mu.Lock()
+		served = 0
+		mu.Unlock()
+		ctx, release := reconcile.Bound(context.Background(), reconcile.Limits{MaxRequests: 3})
+		defer release()
+		for i := range 3 {
+			if err := get(ctx, "/"); err != nil {
+				t.Fatalf("request %d: %v", i+1, err)
+			}
+		}
+		if err := get(ctx, "/"); !errors.Is(err, reconcile.ErrTooManyRequests) {
+			t.Errorf("request 4: %v, want ErrTooManyRequests", err)
+		}
+		if !errors.Is(context.Cause(ctx), reconcile.ErrTooManyRequests) {
+			t.Errorf("the run goes on: %v", context.Cause(ctx))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if served != 3 {
+			t.Errorf("the API served %d requests, want 3", served)
+		}
+	})
+	for _, path := range []string{"/announced", "/chunked"} {
+		t.Run("Body"+path, func(t *testing.T) {
+			ctx, release := reconcile.Bound(context.Background(), reconcile.Limits{MaxBody: 2048})
+			defer release()
+			if err := get(ctx, path); !errors.Is(err, reconcile.ErrResponseTooLarge) {
+				t.Errorf("%s: %v, want ErrResponseTooLarge", path, err)
+			}
+			ctx, release = reconcile.Bound(context.Background(), reconcile.Limits{MaxBody: 4096})
+			defer release()
+			if err := get(ctx, path); err != nil {
+				t.Errorf("%s of exactly MaxBody: %v", path, err)
+			}
+		})
+	}
+	t.Run("Timeout", func(t *testing.T) {
+		ctx, release := reconcile.Bound(context.Background(), reconcile.Limits{Timeout: 1})
+		defer release()
+		<-ctx.Done()
+		err := reconcile.Cause(ctx, get(ctx, "/"))
+		if !errors.Is(err, reconcile.ErrTimeout) || !errors.Is(err, reconcile.ErrStopped) {
+			t.Errorf("%v, want ErrTimeout", err)
+		}
+	})
+	t.Run("CancelledIsNotStopped", func(t *testing.T) {
+		parent, cancel := context.WithCancel(context.Background())
+		ctx, release := reconcile.Bound(parent, reconcile.Limits{})
+		defer release()
+		cancel()
+		if err := reconcile.Cause(ctx, ctx.Err()); errors.Is(err, reconcile.ErrStopped) || !errors.Is(err, context.Canceled) {
+			t.Errorf("an operator's interrupt reads %v", err)
+		}
+	})
+}
+
+func TestPages(t *testing.T) {
+	run := func(l reconcile.Limits) (context.Context, *reconcile.Pages) {
+		ctx, release := reconcile.Bound(context.Background(), l)
+		t.Cleanup(release)
+		return ctx, reconcile.NewPages(ctx)
+	}
+	t.Run("OK", func(t *testing.T) {
+		ctx, p := run(reconcile.Limits{})
+		for _, c := range []string{"", "evt_3", "evt_6"} {
+			if err := errors.Join(p.Next(c), p.Got(3, true)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := errors.Join(p.Next("evt_9"), p.Got(0, false)); err != nil || ctx.Err() != nil {
+			t.Errorf("the last page, empty: %v %v", err, ctx.Err())
+		}
+	})
+	for _, c := range []struct {
+		name    string
+		cursors []string
+		want    error
+	}{
+		{"CursorRepeated", []string{"", "evt_3", "evt_6", "evt_3"}, reconcile.ErrCursorRepeated},
+		{"FirstPageAgain", []string{"", ""}, reconcile.ErrCursorRepeated},
+		{"TooManyPages", []string{"", "a", "b", "c"}, reconcile.ErrTooManyPages},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, p := run(reconcile.Limits{MaxPages: 3})
+			var err error
+			for _, cur := range c.cursors {
+				if err = p.Next(cur); err != nil {
+					break
+				}
+			}
+			if !errors.Is(err, c.want) || !errors.Is(context.Cause(ctx), c.want) {
+				t.Errorf("%v (the run: %v), want %v", err, context.Cause(ctx), c.want)
+			}
+		})
+	}
+	t.Run("NoProgress", func(t *testing.T) {
+		ctx, p := run(reconcile.Limits{})
+		if err := errors.Join(p.Next(""), p.Got(0, true)); !errors.Is(err, reconcile.ErrNoProgress) ||
+			!errors.Is(context.Cause(ctx), reconcile.ErrNoProgress) {
+			t.Errorf("%v, want ErrNoProgress", err)
+		}
+	})
+	t.Run("PagesAreCountedPerRun", func(t *testing.T) {
+		ctx, _ := run(reconcile.Limits{MaxPages: 3})
+		a, b := reconcile.NewPages(ctx), reconcile.NewPages(ctx)
+		err := errors.Join(a.Next(""), a.Next("x"), b.Next(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Next("y"); !errors.Is(err, reconcile.ErrTooManyPages) {
+			t.Errorf("page 4 of the run: %v", err)
+		}
+	})
+}
+
+func TestHold(t *testing.T) {
+	ctx, release := reconcile.Bound(context.Background(), reconcile.Limits{MaxHeld: 250})
+	defer release()
+	h := reconcile.Hold(ctx)
+	if err := errors.Join(h.Add(100), h.Add(100), h.Add(50)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Add(1); !errors.Is(err, reconcile.ErrTooManyHeld) || !errors.Is(context.Cause(ctx), reconcile.ErrTooManyHeld) {
+		t.Errorf("item 251: %v", err)
+	}
+
+	t.Run("Bytes", func(t *testing.T) {
+		api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Write(make([]byte, 600<<10))
+		}))
+		defer api.Close()
+		hc, _ := reconcile.NewClient(api.URL)
+		ctx, release := reconcile.Bound(context.Background(), reconcile.Limits{MaxHeldBytes: 1 << 20})
+		defer release()
+		h := reconcile.Hold(ctx)
+		var err error
+		for i := 0; i < 3 && err == nil; i++ {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, api.URL, nil)
+			resp, e := hc.Do(req)
+			if e != nil {
+				t.Fatal(e)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			err = h.Add(1)
+			if i == 0 && err != nil {
+				t.Fatalf("600 KiB held: %v", err)
+			}
+		}
+		if !errors.Is(err, reconcile.ErrTooManyHeld) {
+			t.Errorf("1.2 MiB held: %v", err)
 		}
 	})
 }
