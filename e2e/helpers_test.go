@@ -44,9 +44,9 @@ import (
 
 // Secrets and addresses every receiver in this suite is configured with.
 const (
-	stripeSecret = "whsec_e2e_receiver_secret"
+	stripeSecret = "whsec_e2e_receiver_secret_0123456789abcdef"
 	githubSecret = "e2e-github-secret-0123456789abcdef"
-	paddleSecret = "pdl_ntfset_e2e_receiver_secret_0123456789"
+	paddleSecret = "pdl_ntfset_01e2ereceiversecret0000000_e2eReceiverSecret0123456789abcde"
 	mailDomain   = "example.test"
 	mailFrom     = "Shop <shop@example.test>"
 	notifyEmail  = "owner@example.test"

@@ -13,7 +13,7 @@ import (
 func TestDevelopmentSecretRefused(t *testing.T) {
 	w := newWorld(t)
 	for _, kv := range [][2]string{
-		{"STRIPE_WEBHOOK_SECRET", "whsec_compose_development_only"},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_compose_development_only_0123456789ab"},
 		{"ADMIN_TOKEN", "compose-Development-token"},
 	} {
 		env := w.env(kv[0], kv[1], "ADMIN_ADDR", "127.0.0.1:0", "ADMIN_TOKEN", "e2e-console-token-0123456789")

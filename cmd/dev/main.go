@@ -395,18 +395,21 @@ func commandEnv(cfg options, c server, getenv func(string) string, stderr io.Wri
 var devSecrets = func() []devSecret {
 	var out []devSecret
 	for _, s := range providers.All() {
-		if s.Secret.DevPrefix != "" {
-			out = append(out, devSecret{env: s.Secret.Name, label: s.Source + " webhook secret (" + s.Secret.Name + ")",
-				prefix: s.Secret.DevPrefix, hint: s.Secret.DevHint})
+		if v := s.Secret; v.DevPrefix != "" {
+			out = append(out, devSecret{env: v.Name, label: s.Source + " webhook secret (" + v.Name + ")", hint: v.DevHint,
+				make: func() string { return v.DevValue(randomHex(24)) }, fits: v.Fits})
 		}
 	}
 	return out
 }()
 
 type devSecret struct {
-	env, label, prefix, hint string
-	// make returns a new value; nil: prefix and 48 random hex digits.
+	env, label, hint string
+	// make returns a new value; nil: 48 random hex digits.
 	make func() string
+	// fits reports whether a kept value is still one start-up takes
+	// without a word (a provider's rules may have grown); nil: any is.
+	fits func(string) bool
 }
 
 // newValue returns a new value for s.
@@ -414,7 +417,7 @@ func (s devSecret) newValue() string {
 	if s.make != nil {
 		return s.make()
 	}
-	return s.prefix + randomHex(24)
+	return randomHex(24)
 }
 
 // adminToken is the console's sign-in token -receiver sets, and
@@ -430,7 +433,8 @@ var (
 var generated = append(devSecrets[:len(devSecrets):len(devSecrets)], adminToken, fulfillmentSecret)
 
 // loadDevSecrets reads the development secrets from path, generating and
-// saving any that are missing, so they stay the same from run to run.
+// saving any that are missing, or that start-up would no longer take, so
+// they stay the same from run to run.
 func loadDevSecrets(path string) (map[string]string, error) {
 	secrets, err := readEnvFile(path)
 	if err != nil {
@@ -438,7 +442,7 @@ func loadDevSecrets(path string) (map[string]string, error) {
 	}
 	changed := false
 	for _, s := range generated {
-		if secrets[s.env] == "" {
+		if secrets[s.env] == "" || (s.fits != nil && !s.fits(secrets[s.env])) {
 			secrets[s.env] = s.newValue()
 			changed = true
 		}

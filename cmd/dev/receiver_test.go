@@ -132,7 +132,7 @@ func TestEnvAndAttach(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir); os.Remove(dir + ".log") })
 	secrets := filepath.Join(t.TempDir(), "dev-secrets.env")
-	if err := writeEnvFile(secrets, map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_dev_it's", "ADMIN_TOKEN": "tok"}); err != nil {
+	if err := writeEnvFile(secrets, map[string]string{"STRIPE_WEBHOOK_SECRET": "whsec_dev_it's_0123456789abcdef0123456789abcdef", "ADMIN_TOKEN": "tok"}); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv(helperEnv, "attach")
@@ -176,7 +176,7 @@ func TestHelperAttach(t *testing.T) {
 		t.Fatalf("sh: %v", err)
 	}
 	got := strings.Split(strings.TrimSpace(sh.String()), "\n")
-	if len(got) != 3 || got[0] != os.Getenv("DATABASE_URL") || got[1] != "whsec_dev_it's" || got[2] != "tok" {
+	if len(got) != 3 || got[0] != os.Getenv("DATABASE_URL") || got[1] != "whsec_dev_it's_0123456789abcdef0123456789abcdef" || got[2] != "tok" {
 		t.Fatalf("dev env printed\n%s\nwhich a shell reads as %q; want DATABASE_URL %q and the kept secrets", &out, got, os.Getenv("DATABASE_URL"))
 	}
 	ping := func(what string) {

@@ -378,7 +378,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		TLSHandshakeTimeout: 10 * time.Second,
 	}
 	defer tr.CloseIdleConnections()
-	s := &sender{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout}}
+	// Like every sender, it follows no redirect: a 3xx is the answer.
+	s := &sender{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 
 	// The fixed pool of -pool, built once.
 	var pool []delivery

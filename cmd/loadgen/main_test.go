@@ -316,6 +316,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// TestFollowsNoRedirect: like the providers' senders, loadgen takes a 3xx
+// as the answer; the signed body never goes where it points.
+func TestFollowsNoRedirect(t *testing.T) {
+	var elsewhere atomic.Int64
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
+	t.Cleanup(other.Close)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+"/webhooks/stripe", http.StatusTemporaryRedirect)
+	}))
+	t.Cleanup(srv.Close)
+	rep := runJSON(t, "-url", srv.URL, "-secret", testSecret, "-count", "10", "-concurrency", "2")
+	if rep.OK != 0 || rep.Status["307"] != 10 || elsewhere.Load() != 0 {
+		t.Fatalf("status %v; the redirect's target received %d deliveries", rep.Status, elsewhere.Load())
+	}
+}
+
 func TestRetryHonoursRetryAfter(t *testing.T) {
 	f, url := newFake(t)
 	f.failOnce = true

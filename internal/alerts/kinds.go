@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -44,9 +43,11 @@ func Channels(webhookURL, email string) []Channel {
 	return out
 }
 
-// CheckWebhookURL says what is wrong with ALERT_WEBHOOK_URL, or nil: it
-// must be an absolute https URL (alerts name events and reasons, and the
-// URL itself is a secret), or http to a loopback address.
+// CheckWebhookURL says what is wrong with ALERT_WEBHOOK_URL's form, or
+// nil: it must be an absolute https (or http) URL without a user or
+// password. Whether http may go off this machine is the configuration's
+// rule (ALLOW_INSECURE_HTTP): alerts name events and reasons, and the URL
+// itself is a secret.
 func CheckWebhookURL(raw string) error {
 	u, err := url.Parse(raw)
 	switch {
@@ -54,22 +55,10 @@ func CheckWebhookURL(raw string) error {
 		return errors.New("must be an absolute URL (https://hooks.slack.com/services/…)")
 	case u.User != nil:
 		return errors.New("must not carry a user or password")
-	case u.Scheme == "https":
+	case u.Scheme == "https", u.Scheme == "http":
 		return nil
-	case u.Scheme == "http" && loopback(u.Hostname()):
-		return nil
-	case u.Scheme == "http":
-		return errors.New("must be https (http only to a loopback address)")
 	}
 	return fmt.Errorf("must be an https URL, not %s", u.Scheme)
-}
-
-func loopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // MaskURL is what may be logged of the webhook URL: its scheme and host.
@@ -89,11 +78,17 @@ func MaskURL(raw string) string {
 }
 
 // WebhookKind sends alerts to the webhook: POST {"text": …} with the
-// alert's cause, subject, hour and key beside it.
+// alert's cause, subject, hour and key beside it. It never follows a
+// redirect: the URL is a secret, and the alert would go, in clear
+// perhaps, wherever the answer points.
 type WebhookKind struct {
 	URL    string       // ALERT_WEBHOOK_URL; "" when unset
-	Client *http.Client // nil: a client with a 10 s backstop
+	Client *http.Client // nil: http.DefaultClient's transport; a 10 s backstop; redirects refused in any case
 }
+
+// refuseRedirect is the webhook client's redirect policy (http.Client's
+// CheckRedirect): the redirect itself is the answer, a failure.
+func refuseRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // Prepare implements webhooks.StepKind.
 func (WebhookKind) Prepare(payload json.RawMessage) (json.RawMessage, error) { return payload, nil }
@@ -149,9 +144,10 @@ func (k WebhookKind) Run(ctx context.Context, key string, payload json.RawMessag
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "paywebhooks-alerts")
-	hc := k.Client
-	if hc == nil {
-		hc = http.DefaultClient
+	hc := http.Client{CheckRedirect: refuseRedirect}
+	if k.Client != nil {
+		hc = *k.Client
+		hc.CheckRedirect = refuseRedirect
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -169,9 +165,12 @@ func (k WebhookKind) Run(ctx context.Context, key string, payload json.RawMessag
 	}
 	perm := resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusRequestTimeout &&
 		resp.StatusCode != http.StatusTooManyRequests
+	what := webhooks.Redact(strings.ToValidUTF8(string(snippet), "?"), 200)
+	if resp.StatusCode/100 == 3 {
+		what = "a redirect, never followed: set ALERT_WEBHOOK_URL to the URL the hook is at"
+	}
 	return &StatusError{Code: resp.StatusCode, permanent: perm,
-		msg: fmt.Sprintf("alert webhook: POST %s: status %d: %s", MaskURL(k.URL), resp.StatusCode,
-			webhooks.Redact(strings.ToValidUTF8(string(snippet), "?"), 200))}
+		msg: fmt.Sprintf("alert webhook: POST %s: status %d: %s", MaskURL(k.URL), resp.StatusCode, what)}
 }
 
 // StatusError is an attempt of an alert that failed: the webhook's answer

@@ -70,8 +70,12 @@ type Config struct {
 	// where operator alerts go; SilenceAlertAfter (SILENCE_ALERT_AFTER,
 	// "stripe=6h,github=7d") overrides the learnt silence of a provider
 	// past which it is alerted on (0: never).
-	AlertWebhookURL    string
-	AlertEmail         string
+	AlertWebhookURL string
+	AlertEmail      string
+	// AllowInsecureHTTP (ALLOW_INSECURE_HTTP) lets FULFILLMENT_URL and
+	// ALERT_WEBHOOK_URL be http:// to a host off this machine (start-up
+	// warns); without it only a loopback host may be reached in clear.
+	AllowInsecureHTTP  bool
 	SilenceAlertAfter  map[string]time.Duration
 	MaxBodyBytes       int64
 	MaxInflight        int
@@ -265,6 +269,11 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if c.MetricsAddr != "" && c.MetricsAddr == c.HTTPAddr && !anyPort(c.MetricsAddr) {
 		l.fail("METRICS_ADDR", "must differ from HTTP_ADDR (unset it to serve /metrics on HTTP_ADDR)")
 	}
+	if host, _, err := net.SplitHostPort(c.HTTPAddr); err == nil && c.MetricsAddr == "" && !mail.IsLoopback(host) {
+		c.Warnings = append(c.Warnings, Warning{Var: "METRICS_ADDR", Message: "is unset: /metrics is served on HTTP_ADDR (" +
+			c.HTTPAddr + "), the public listener, where anybody who reaches the webhook routes reads the receiver's " +
+			"counters; set METRICS_ADDR to a private address (127.0.0.1:9090, or the internal network's)"})
+	}
 	if c.AdminAddr != "" {
 		switch {
 		case !anyPort(c.AdminAddr) && (c.AdminAddr == c.HTTPAddr || c.AdminAddr == c.MetricsAddr):
@@ -323,10 +332,18 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 			l.fail("NOTIFY_EMAIL", fmt.Sprintf("is not an email address: %q", c.NotifyEmail))
 		}
 	}
+	switch v := l.str("ALLOW_INSECURE_HTTP", "false"); v {
+	case "true", "false":
+		c.AllowInsecureHTTP = v == "true"
+	default:
+		l.fail("ALLOW_INSECURE_HTTP", fmt.Sprintf("must be true or false, got %q", v))
+	}
 	if c.FulfillmentURL != "" {
 		u, err := url.Parse(c.FulfillmentURL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			l.fail("FULFILLMENT_URL", fmt.Sprintf("must be an absolute http(s) URL, got %q", c.FulfillmentURL))
+		} else {
+			c.checkCleartext(&l, "FULFILLMENT_URL", u, "orders and customers' email addresses (and FULFILLMENT_SECRET's signatures)")
 		}
 	}
 	if s := l.str("FULFILLMENT_SECRET", ""); s != "" {
@@ -344,6 +361,9 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	if c.AlertWebhookURL != "" {
 		if err := alerts.CheckWebhookURL(c.AlertWebhookURL); err != nil {
 			l.fail("ALERT_WEBHOOK_URL", err.Error())
+		} else {
+			u, _ := url.Parse(c.AlertWebhookURL)
+			c.checkCleartext(&l, "ALERT_WEBHOOK_URL", u, "alerts and the webhook's URL, a secret,")
 		}
 	}
 	if c.AlertEmail != "" {
@@ -528,6 +548,23 @@ func (c *Config) loadSMTPTLS(l *loader) {
 		Message: "none: mail, customers' addresses included, travels to " + c.SMTPAddr + " in cleartext"})
 }
 
+// checkCleartext refuses u, the value of name, when it is http:// to a host
+// off this machine (what, the data it carries, would travel in clear),
+// unless ALLOW_INSECURE_HTTP=true, and then warns. Loopback hosts
+// (127.0.0.0/8, ::1, localhost) are for development and tests.
+func (c *Config) checkCleartext(l *loader, name string, u *url.URL, what string) {
+	if u.Scheme != "http" || mail.IsLoopback(u.Hostname()) {
+		return
+	}
+	if !c.AllowInsecureHTTP {
+		l.fail(name, fmt.Sprintf("is http:// to %s, off this machine: %s would travel in clear; use https:// "+
+			"(or set ALLOW_INSECURE_HTTP=true for a network you trust)", u.Host, what))
+		return
+	}
+	c.Warnings = append(c.Warnings, Warning{Var: name,
+		Message: fmt.Sprintf("is http:// to %s (ALLOW_INSECURE_HTTP=true): %s travel in clear", u.Host, strings.TrimSuffix(what, ","))})
+}
+
 // devRefusal ends the error of a value that says "development".
 const devRefusal = `contains "` + devWord + `": a value from an example, refused outside the development tool ` +
 	`(bin/dev, which make run uses, sets ` + DevEnv + `=1); set a random one`
@@ -635,6 +672,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("FULFILLMENT_SECRET", maskKey(c.FulfillmentKey)),
 		slog.String("ALERT_WEBHOOK_URL", alerts.MaskURL(c.AlertWebhookURL)),
 		slog.String("ALERT_EMAIL", c.AlertEmail),
+		slog.Bool("ALLOW_INSECURE_HTTP", c.AllowInsecureHTTP),
 		slog.String("SILENCE_ALERT_AFTER", silencesText(c.SilenceAlertAfter)),
 		slog.Int64("MAX_BODY_BYTES", c.MaxBodyBytes),
 		slog.Int("MAX_INFLIGHT", c.MaxInflight),

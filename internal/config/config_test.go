@@ -24,14 +24,17 @@ func env(kv map[string]string) func(string) string {
 func valid() map[string]string {
 	return map[string]string{
 		"DATABASE_URL":          "postgres://user:hunter2@localhost:5432/receiver",
-		"STRIPE_WEBHOOK_SECRET": "whsec_abc, whsec_old",
+		"STRIPE_WEBHOOK_SECRET": "whsec_abc" + strings.Repeat("0123456789abcdef", 2) + ", whsec_old" + strings.Repeat("0123456789abcdef", 2),
 		"GITHUB_WEBHOOK_SECRET": "github-secret-0123456789abcdef0123",
+		"METRICS_ADDR":          "127.0.0.1:9090",
 	}
 }
 
 func TestLoad(t *testing.T) {
 	t.Run("Defaults", func(t *testing.T) {
-		c, err := Load(env(valid()), specs)
+		e := valid()
+		delete(e, "METRICS_ADDR")
+		c, err := Load(env(e), specs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +42,7 @@ func TestLoad(t *testing.T) {
 			c.MailDir != "./var/mail" || c.SMTPAddr != "" || c.FulfillmentURL != "" {
 			t.Fatalf("defaults not applied: %+v", c)
 		}
-		if s := c.Providers["stripe"].Secrets; len(s) != 2 || s[1] != "whsec_old" {
+		if s := c.Providers["stripe"].Secrets; len(s) != 2 || !strings.HasPrefix(s[1], "whsec_old") {
 			t.Errorf("secret list = %q, want two trimmed secrets", s)
 		}
 		if c.MaxInflight != 256 || c.MetricsAddr != "" || len(c.TrustedProxies) != 0 || c.StepTimeout != 30*time.Second {
@@ -139,6 +142,8 @@ func TestLoad(t *testing.T) {
 		{"ErrNoDatabase", "DATABASE_URL", "", "DATABASE_URL is required"},
 		{"ErrBadDatabaseURL", "DATABASE_URL", "mysql://nope:99999999", "DATABASE_URL is not a PostgreSQL"},
 		{"ErrStripeSecretPrefix", "STRIPE_WEBHOOK_SECRET", "sk_test_123", "does not start with whsec_"},
+		{"ErrStripeSecretShort", "STRIPE_WEBHOOK_SECRET", "whsec_x", "STRIPE_WEBHOOK_SECRET secret 1 is shorter than 38 characters"},
+		{"ErrStripeSecretTruncated", "STRIPE_WEBHOOK_SECRET", "whsec_0123456789abcdef0123456789abcde", "STRIPE_WEBHOOK_SECRET secret 1 is shorter than 38 characters"},
 		{"ErrLease", "LEASE_DURATION", "five minutes", "LEASE_DURATION must be a Go duration"},
 		{"ErrLeaseTooShort", "LEASE_DURATION", "10ms", "LEASE_DURATION must be at least 1s"},
 		{"ErrSMTPAddr", "SMTP_ADDR", "mail.example.com", "SMTP_ADDR must be host:port"},
@@ -174,7 +179,9 @@ func TestLoad(t *testing.T) {
 			"DATABASE_URL names 2 hosts: add target_session_attrs=read-write"},
 		{"ErrHostsReadOnly", "DATABASE_URL", "postgres://u:p@db-a,db-b/receiver?target_session_attrs=prefer-standby",
 			`DATABASE_URL names 2 hosts: add target_session_attrs=read-write, so that only a primary is written to and a promoted standby is followed (got "prefer-standby")`},
-		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL must be https"},
+		{"ErrAlertWebhookHTTP", "ALERT_WEBHOOK_URL", "http://hooks.example.com/x", "ALERT_WEBHOOK_URL is http:// to hooks.example.com, off this machine"},
+		{"ErrFulfillmentHTTP", "FULFILLMENT_URL", "http://fulfil.example.com:8000", "FULFILLMENT_URL is http:// to fulfil.example.com:8000, off this machine"},
+		{"ErrAllowInsecureHTTP", "ALLOW_INSECURE_HTTP", "yes", `ALLOW_INSECURE_HTTP must be true or false, got "yes"`},
 		{"ErrAlertWebhookRelative", "ALERT_WEBHOOK_URL", "hooks.slack.com/services/x", "ALERT_WEBHOOK_URL must be an absolute URL"},
 		{"ErrAlertEmail", "ALERT_EMAIL", "oncall", "ALERT_EMAIL is not an email address"},
 		{"ErrSilenceSource", "SILENCE_ALERT_AFTER", "stripe=6h,paypal=1h", `SILENCE_ALERT_AFTER "paypal" names no provider`},
@@ -286,8 +293,8 @@ func TestSecretLength(t *testing.T) {
 // development tool runs the process (PAYWEBHOOKS_DEV=1).
 func TestDevelopmentValuesRefused(t *testing.T) {
 	for _, c := range []struct{ key, value string }{
-		{"STRIPE_WEBHOOK_SECRET", "whsec_compose_development_only"},
-		{"STRIPE_WEBHOOK_SECRET", "whsec_real, whsec_DEVELOPMENT"},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_compose_development_only_0123456789ab"},
+		{"STRIPE_WEBHOOK_SECRET", "whsec_real_0123456789abcdef0123456789abcdef, whsec_DEVELOPMENT_0123456789abcdef0123456"},
 		{"GITHUB_WEBHOOK_SECRET", "compose-Development-only-0123456789abcdef"},
 		{"ADMIN_TOKEN", "compose-development-token"},
 	} {
@@ -413,5 +420,106 @@ func TestAlerts(t *testing.T) {
 	}
 	if d, ok := c.SilenceAlertAfter["github"]; !ok || d != 0 {
 		t.Errorf("github=off: %v %v, want 0 (never)", d, ok)
+	}
+}
+
+// TestCleartextURLs: FULFILLMENT_URL and ALERT_WEBHOOK_URL may be http://
+// to a loopback host only, unless ALLOW_INSECURE_HTTP=true, which start-up
+// then warns of; the refusal names the variable and the way out, never a
+// password or the webhook's path.
+func TestCleartextURLs(t *testing.T) {
+	for _, u := range []string{"http://127.0.0.1:9000", "http://127.8.0.1", "http://[::1]:9000", "http://localhost:9000", "http://LOCALHOST", "https://fulfil.example.com"} {
+		e := valid()
+		e["FULFILLMENT_URL"], e["ALERT_WEBHOOK_URL"] = u, u+"/hook"
+		c, err := Load(env(e), specs)
+		if err != nil {
+			t.Errorf("%s: %v", u, err)
+			continue
+		}
+		if len(c.Warnings) != 0 {
+			t.Errorf("%s: warnings %v", u, c.Warnings)
+		}
+	}
+	e := valid()
+	e["FULFILLMENT_URL"] = "http://shop:p4ssw0rd@fulfil.internal:8000"
+	e["ALERT_WEBHOOK_URL"] = "http://chat.internal/hooks/s3cr3tp4th"
+	_, err := Load(env(e), specs)
+	for _, want := range []string{"FULFILLMENT_URL is http:// to fulfil.internal:8000", "ALERT_WEBHOOK_URL is http:// to chat.internal", "ALLOW_INSECURE_HTTP=true"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v; want it to say %q", err, want)
+		}
+	}
+	if err != nil && (strings.Contains(err.Error(), "p4ssw0rd") || strings.Contains(err.Error(), "s3cr3tp4th")) {
+		t.Errorf("the refusal quotes a secret: %v", err)
+	}
+	e["ALLOW_INSECURE_HTTP"] = "true"
+	c, err := Load(env(e), specs)
+	if err != nil {
+		t.Fatalf("with ALLOW_INSECURE_HTTP=true: %v", err)
+	}
+	var warned []string
+	for _, w := range c.Warnings {
+		warned = append(warned, w.Var)
+		if strings.Contains(w.Message, "p4ssw0rd") || strings.Contains(w.Message, "s3cr3tp4th") {
+			t.Errorf("the warning quotes a secret: %s", w.Message)
+		}
+	}
+	if !slices.Equal(warned, []string{"FULFILLMENT_URL", "ALERT_WEBHOOK_URL"}) {
+		t.Errorf("warnings for %v; want FULFILLMENT_URL and ALERT_WEBHOOK_URL", warned)
+	}
+}
+
+// TestStripeSecretsAsIssued: the signing secrets Stripe issues start: an
+// endpoint's (whsec_ and 32 letters and digits) and `stripe listen`'s
+// (whsec_ and 64 hex digits); a shorter one does not (whsec_x, above).
+func TestStripeSecretsAsIssued(t *testing.T) {
+	for _, v := range []string{
+		"whsec_" + strings.Repeat("aB3", 10) + "xY",
+		"whsec_" + strings.Repeat("0123456789abcdef", 4),
+	} {
+		e := valid()
+		e["STRIPE_WEBHOOK_SECRET"] = v
+		if c, err := Load(env(e), specs); err != nil || len(c.Warnings) != 0 {
+			t.Errorf("a secret of %d characters: %v, warnings %v", len(v), err, c.Warnings)
+		}
+	}
+}
+
+// TestMetricsOnThePublicListener: with METRICS_ADDR unset, /metrics is
+// served on HTTP_ADDR, and start-up warns unless HTTP_ADDR is a loopback
+// address; with METRICS_ADDR set it does not.
+func TestMetricsOnThePublicListener(t *testing.T) {
+	for _, c := range []struct {
+		http, metrics string
+		warns         bool
+	}{
+		{"", "", true}, // :8080, every interface
+		{"0.0.0.0:8080", "", true},
+		{"10.0.0.5:8080", "", true},
+		{"[::]:8080", "", true},
+		{"127.0.0.1:8080", "", false},
+		{"localhost:8080", "", false},
+		{"[::1]:8080", "", false},
+		{"", "127.0.0.1:9090", false},
+		{"", "10.0.0.5:9090", false},
+	} {
+		e := valid()
+		e["HTTP_ADDR"], e["METRICS_ADDR"] = c.http, c.metrics
+		cfg, err := Load(env(e), specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var warned bool
+		for _, w := range cfg.Warnings {
+			if w.Var == "METRICS_ADDR" {
+				warned = true
+				if !strings.Contains(w.Message, "/metrics is served on HTTP_ADDR") {
+					t.Errorf("the warning: %s", w.Message)
+				}
+			}
+		}
+		if warned != c.warns {
+			t.Errorf("HTTP_ADDR %q, METRICS_ADDR %q: warned %v, want %v", c.http, c.metrics, warned, c.warns)
+		}
 	}
 }

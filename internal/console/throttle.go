@@ -16,24 +16,29 @@ import (
 //     (counted from the first), the client is locked out for the lockout,
 //     the right token included: it is not even compared. A client is its
 //     address as TRUSTED_PROXIES makes it, and an IPv6 client its /64, the
-//     block one subscriber usually holds. Wrong tokens are counted as
-//     their answers are known: a burst of concurrent guesses from one
-//     client is bounded by the overall cap.
+//     block one subscriber usually holds.
 //   - overall: wrong tokens from every client together are allowed at
 //     overallFailures per lockout, with a burst of as many; each check
-//     holds one while it runs, and a right token gives it back. When none
-//     is left, every check waits, the right token included, so that a
-//     thousand addresses guess no faster than one.
+//     holds one while it runs, and a right token gives it back. Once they
+//     are spent, the throttle stops trusting anybody's count: a wrong
+//     token locks its client out at once (not at the clientFailures-th),
+//     and a client may have one check in flight. A client that has not
+//     failed is still checked, so the right token from an address that
+//     gave no wrong one always signs in: a thousand addresses guessing
+//     cannot lock the operator out, and each of them gets one guess per
+//     lockout.
+//
+// Memory: a client is remembered after a wrong token, or while its check
+// runs once the budget is spent, and forgotten when its lockout and its
+// window have passed. maxClients bounds the table: with as many clients
+// remembered, a client the table does not hold waits for the overall
+// budget, as every client did before it was spent (otherwise an attacker
+// with more addresses than the table holds would guess without bound), so
+// that guesses stay at most maxClients + overallFailures per lockout.
+// Only then does a client that has not failed wait.
 //
 // A locked-out or waiting check is answered 429 with Retry-After. A
 // signed-in browser is never throttled: its cookie is no token check.
-//
-// Memory: a client is remembered only after a wrong token, and wrong
-// tokens come no faster than the overall cap allows; a client is forgotten
-// when its lockout and its window have passed. The table therefore holds a
-// few times overallFailures clients at most, and maxClients bounds it
-// regardless: beyond it a wrong token is not remembered per client (the
-// overall cap still counted it).
 const (
 	clientFailures  = 5
 	overallFailures = 100
@@ -64,6 +69,12 @@ type clientRecord struct {
 	since    time.Time // the first wrong token counted
 	failures int
 	until    time.Time // locked out until then (zero: not locked out)
+	inflight int       // checks begun and not ended while the budget was spent
+}
+
+// forgettable reports whether nothing of c matters any more at now.
+func (c *clientRecord) forgettable(now time.Time, lockout time.Duration) bool {
+	return c.inflight == 0 && !now.Before(c.until) && (c.failures == 0 || !now.Before(c.since.Add(lockout)))
 }
 
 func newThrottle(lockout time.Duration, now time.Time) *throttle {
@@ -77,60 +88,100 @@ type refusal int
 const (
 	checkAllowed    refusal = iota
 	clientLockedOut         // this client gave too many wrong tokens
-	overallSpent            // every client together did
+	clientBusy              // this client has a check running while the overall budget is spent
+	overallSpent            // every client together did, and the table of clients is full
+)
+
+// hold is what a check begin allowed holds until end.
+type hold int
+
+const (
+	holdBudget hold = iota // one unit of the overall budget
+	holdClient             // its client's one check in flight (the budget was spent)
 )
 
 // begin asks to check a token from client. When the answer is
-// checkAllowed, the check holds one unit of the overall budget and the
-// caller must call end with its result; otherwise wait is how long to
-// wait.
-func (t *throttle) begin(client string, now time.Time) (wait time.Duration, why refusal) {
+// checkAllowed, the check holds what h says and the caller must call end
+// with h and its result; otherwise wait is how long to wait.
+func (t *throttle) begin(client string, now time.Time) (h hold, wait time.Duration, why refusal) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.refill(now)
-	if c := t.clients[client]; c != nil && now.Before(c.until) {
-		return c.until.Sub(now), clientLockedOut
+	c := t.clients[client]
+	if c != nil && now.Before(c.until) {
+		return 0, c.until.Sub(now), clientLockedOut
 	}
-	if t.budget < 1 {
-		return time.Duration((1 - t.budget) * float64(t.lockout) / t.overall), overallSpent
+	if t.budget >= 1 {
+		t.budget--
+		return holdBudget, 0, checkAllowed
 	}
-	t.budget--
-	return 0, checkAllowed
+	if c == nil {
+		if c = t.remember(client, now); c == nil {
+			return 0, t.refillTime(), overallSpent
+		}
+	}
+	if c.inflight > 0 {
+		return 0, time.Second, clientBusy
+	}
+	c.inflight++
+	return holdClient, 0, checkAllowed
 }
 
-// end records the result of a check begin allowed. It reports whether
-// this wrong token locked the client out, and whether it spent the overall
-// budget (each once, for the log).
-func (t *throttle) end(client string, ok bool, now time.Time) (lockedOut, spent bool) {
+// end records the result of a check begin allowed. It reports after how
+// many wrong tokens this one locked the client out (0: it did not), and
+// whether it spent the overall budget (once, for the log).
+func (t *throttle) end(client string, h hold, ok bool, now time.Time) (lockedOut int, spent bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	c := t.clients[client]
+	if h == holdClient && c != nil {
+		c.inflight--
+	}
 	if ok {
-		t.budget = math.Min(t.budget+1, t.overall)
-		return false, false
+		if h == holdBudget {
+			t.budget = math.Min(t.budget+1, t.overall)
+		}
+		if c != nil && c.forgettable(now, t.lockout) {
+			delete(t.clients, client)
+		}
+		return 0, false
 	}
 	if t.budget < 1 && !t.exhausted {
 		t.exhausted, spent = true, true
 	}
-	c := t.clients[client]
 	if c == nil {
-		if now.Sub(t.swept) >= t.lockout || len(t.clients) >= t.maxClients {
-			t.sweep(now)
+		if c = t.remember(client, now); c == nil {
+			return 0, spent // the overall cap counted it
 		}
-		if len(t.clients) >= t.maxClients {
-			return false, spent
-		}
-		c = &clientRecord{since: now}
-		t.clients[client] = c
 	}
-	if !now.Before(c.since.Add(t.lockout)) && !now.Before(c.until) {
-		*c = clientRecord{since: now}
+	if c.failures > 0 && !now.Before(c.since.Add(t.lockout)) && !now.Before(c.until) {
+		c.since, c.failures = time.Time{}, 0
+	}
+	if c.failures == 0 {
+		c.since = now
 	}
 	c.failures++
-	if c.failures >= t.perClient && !now.Before(c.until) {
+	// Once the budget is spent, one wrong token is enough: the client's
+	// count no longer tells an operator's typo from one address of many.
+	if (c.failures >= t.perClient || h == holdClient) && !now.Before(c.until) {
 		c.until = now.Add(t.lockout)
-		lockedOut = true
+		lockedOut = c.failures
 	}
 	return lockedOut, spent
+}
+
+// remember adds a record for client, sweeping the table first when it is
+// due or full; nil when the table is full of clients that still matter.
+func (t *throttle) remember(client string, now time.Time) *clientRecord {
+	if now.Sub(t.swept) >= t.lockout || (len(t.clients) >= t.maxClients && now.Sub(t.swept) >= time.Second) {
+		t.sweep(now)
+	}
+	if len(t.clients) >= t.maxClients {
+		return nil
+	}
+	c := &clientRecord{}
+	t.clients[client] = c
+	return c
 }
 
 // refill tops the overall budget up for the time since the last refill.
@@ -144,10 +195,15 @@ func (t *throttle) refill(now time.Time) {
 	}
 }
 
+// refillTime is how long until the budget holds one wrong token again.
+func (t *throttle) refillTime() time.Duration {
+	return time.Duration((1 - t.budget) * float64(t.lockout) / t.overall)
+}
+
 // sweep forgets the clients whose lockout and window have passed.
 func (t *throttle) sweep(now time.Time) {
 	for k, c := range t.clients {
-		if !now.Before(c.until) && !now.Before(c.since.Add(t.lockout)) {
+		if c.forgettable(now, t.lockout) {
 			delete(t.clients, k)
 		}
 	}
@@ -201,20 +257,20 @@ func peerIP(r *http.Request) netip.Addr {
 // not run now; otherwise it returns check's result in ok.
 func (c *Console) checkToken(w http.ResponseWriter, r *http.Request, check func() bool) (ok, ran bool) {
 	client := c.clientOf(r)
-	wait, why := c.throttle.begin(client, c.cfg.Now())
+	h, wait, why := c.throttle.begin(client, c.cfg.Now())
 	if why != checkAllowed {
 		c.tooMany(w, r, wait, why)
 		return false, false
 	}
 	ok = check()
-	lockedOut, spent := c.throttle.end(client, ok, c.cfg.Now())
-	if lockedOut {
+	lockedOut, spent := c.throttle.end(client, h, ok, c.cfg.Now())
+	if lockedOut > 0 {
 		c.cfg.Log.WarnContext(r.Context(), "console: client locked out after wrong tokens", "client", client,
-			"failures", clientFailures, "for", c.throttle.lockout.String())
+			"failures", lockedOut, "for", c.throttle.lockout.String())
 	}
 	if spent {
-		c.cfg.Log.WarnContext(r.Context(), "console: wrong tokens from all clients reached the overall cap: every sign-in waits",
-			"cap", overallFailures, "per", c.throttle.lockout.String())
+		c.cfg.Log.WarnContext(r.Context(), "console: wrong tokens from all clients reached the overall cap: "+
+			"from now on one wrong token locks its client out", "cap", overallFailures, "per", c.throttle.lockout.String())
 	}
 	return ok, true
 }
@@ -227,9 +283,14 @@ func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, wait time.Dura
 		secs = 1
 	}
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	msg := "Too many wrong tokens from your address: sign-in is refused for " + waitText(secs) + "."
-	if why == overallSpent {
+	var msg string
+	switch why {
+	case clientBusy:
+		msg = "Another sign-in from your address is being checked: try again in " + waitText(secs) + "."
+	case overallSpent:
 		msg = "Too many wrong tokens from everywhere: sign-in is paused for " + waitText(secs) + "."
+	default:
+		msg = "Too many wrong tokens from your address: sign-in is refused for " + waitText(secs) + "."
 	}
 	if r.Method == http.MethodPost && r.URL.Path == "/login" && !wantsJSON(r) {
 		c.render(w, r, http.StatusTooManyRequests, "login", "Sign in", "", loginView{Next: localPath(r.PostFormValue("next")), Problem: msg})

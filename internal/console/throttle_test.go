@@ -13,9 +13,9 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // try is one token check from client at now: whether it ran, and why not.
 func try(th *throttle, client string, right bool, now time.Time) (time.Duration, refusal) {
-	wait, why := th.begin(client, now)
+	h, wait, why := th.begin(client, now)
 	if why == checkAllowed {
-		th.end(client, right, now)
+		th.end(client, h, right, now)
 	}
 	return wait, why
 }
@@ -93,72 +93,114 @@ func TestThrottleRightTokenKeepsNoState(t *testing.T) {
 	}
 }
 
-// TestThrottleOverall: many addresses, one wrong token each, guess no
-// faster than overallFailures per lockout; while the budget is spent the
-// right token waits too; it refills with time.
+// TestThrottleOverall: many addresses, one wrong token each, spend the
+// overall budget; from then on a wrong token locks its address out at
+// once, a fresh client's right token is still checked (it has not failed),
+// and a client may not have two checks running.
 func TestThrottleOverall(t *testing.T) {
-	const lockout = 100 * time.Second // one wrong token a second overall
+	const lockout = 100 * time.Second // the budget refills one wrong token a second
 	th := newThrottle(lockout, t0)
 	for i := range overallFailures {
 		if _, why := try(th, fmt.Sprintf("198.51.100.%d", i), false, t0); why != checkAllowed {
 			t.Fatalf("wrong token %d of the overall burst refused: %d", i+1, why)
 		}
 	}
-	wait, why := try(th, "203.0.113.9", true, t0)
-	if why != overallSpent {
-		t.Fatalf("a fresh client's right token after %d wrong ones from everywhere: %d, want overallSpent", overallFailures, why)
+	if _, why := try(th, "203.0.113.9", true, t0); why != checkAllowed {
+		t.Fatalf("a fresh client's right token after %d wrong ones from everywhere: %d, want checkAllowed", overallFailures, why)
 	}
-	if wait != time.Second {
-		t.Errorf("wait %v, want 1s (the time one wrong token takes to come back)", wait)
+	if _, why := try(th, "203.0.113.10", false, t0); why != checkAllowed {
+		t.Fatalf("a fresh client's wrong token past the cap: %d, want checked", why)
 	}
-	if _, why := try(th, "203.0.113.9", true, t0.Add(time.Second)); why != checkAllowed {
-		t.Errorf("refused after the budget refilled by one: %d", why)
+	if wait, why := try(th, "203.0.113.10", true, t0); why != clientLockedOut || wait != lockout {
+		t.Errorf("its right token next: %d after %v, want clientLockedOut for the lockout", why, wait)
 	}
-	// A sustained attack from ever new addresses gets one guess a second.
-	now, guesses := t0.Add(time.Second), 0
-	for i := range 10_000 {
-		wait, why := try(th, fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), false, now)
-		if why == checkAllowed {
-			guesses++
-			continue
+	// A client of the burst, 1 wrong token so far, gets one more check.
+	if _, why := try(th, "198.51.100.1", false, t0); why != checkAllowed {
+		t.Errorf("a client of the burst past the cap: %d, want one more check", why)
+	}
+	if _, why := try(th, "198.51.100.1", true, t0); why != clientLockedOut {
+		t.Errorf("after its wrong token past the cap: %d, want clientLockedOut", why)
+	}
+
+	t.Run("OneCheckInFlight", func(t *testing.T) {
+		h, _, why := th.begin("203.0.113.20", t0)
+		if why != checkAllowed {
+			t.Fatalf("first check: %d", why)
 		}
-		now = now.Add(wait)
+		if _, _, why := th.begin("203.0.113.20", t0); why != clientBusy {
+			t.Errorf("a second check of the same client while the first runs: %d, want clientBusy", why)
+		}
+		th.end("203.0.113.20", h, true, t0)
+		if _, why := try(th, "203.0.113.20", true, t0); why != checkAllowed {
+			t.Errorf("after the first ended: %d", why)
+		}
+	})
+
+	t.Run("Refills", func(t *testing.T) {
+		later := t0.Add(lockout)
+		for i := range clientFailures - 1 {
+			if _, why := try(th, "192.0.2.77", false, later); why != checkAllowed {
+				t.Fatalf("wrong token %d once the budget is back: %d", i+1, why)
+			}
+		}
+		if _, why := try(th, "192.0.2.77", true, later); why != checkAllowed {
+			t.Errorf("%d wrong tokens with the budget back do not lock a client out: %d", clientFailures-1, why)
+		}
+	})
+}
+
+// TestThrottleLockOutCase is the case that locked the operator out: 125
+// wrong tokens from 25 addresses, then the right one from a new address;
+// and about one wrong token per refill (9 s by default) from 20 addresses
+// keeping the budget spent, the right token from a new address meanwhile.
+func TestThrottleLockOutCase(t *testing.T) {
+	th := newThrottle(DefaultLockout, t0)
+	for i := range 125 {
+		try(th, fmt.Sprintf("10.0.0.%d", i/5+1), false, t0)
 	}
-	if elapsed := now.Sub(t0); guesses > int(elapsed/time.Second)+1 {
-		t.Errorf("%d guesses in %v: more than one a second", guesses, elapsed)
+	if _, why := try(th, "198.51.100.7", true, t0); why != checkAllowed {
+		t.Fatalf("the right token from a new address after 125 wrong ones from 25: %d, want checkAllowed", why)
+	}
+	now, per := t0, DefaultLockout/overallFailures
+	for i := range 200 {
+		now = now.Add(per)
+		try(th, fmt.Sprintf("10.1.0.%d", i%20+1), false, now)
+		if _, why := try(th, fmt.Sprintf("198.51.101.%d", i%250), true, now); why != checkAllowed {
+			t.Fatalf("trickle %d: the right token from a new address: %d", i+1, why)
+		}
 	}
 }
 
-// TestThrottleBoundedMemory: an attacker with endless addresses, each
+// TestThrottleBoundedGuesses: an attacker with endless addresses, each
 // giving one wrong token whenever the throttle answers, fills the client
-// table with no more than a few times the overall cap; and the table
-// never passes maxClients.
-func TestThrottleBoundedMemory(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		maxClients int
-		want       int
-	}{
-		{"ByTheOverallCap", maxClients, 3 * overallFailures},
-		{"ByMaxClients", 40, 40},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			th := newThrottle(time.Minute, t0)
-			th.maxClients = tc.maxClients
-			now, largest := t0, 0
-			for i := range 200_000 {
-				wait, why := try(th, fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), false, now)
-				if why != checkAllowed {
-					now = now.Add(wait)
-				}
-				largest = max(largest, th.size())
-			}
-			if largest > tc.want {
-				t.Errorf("the table held %d clients over %v; want at most %d", largest, now.Sub(t0), tc.want)
-			}
-			t.Logf("%d clients at most over %v", largest, now.Sub(t0).Round(time.Minute))
-		})
+// table to maxClients at most, and gets no more than maxClients +
+// overallFailures guesses per lockout; once the table is full, clients it
+// does not hold wait for the budget.
+func TestThrottleBoundedGuesses(t *testing.T) {
+	const lockout, tableSize = time.Minute, 300
+	th := newThrottle(lockout, t0)
+	th.maxClients = tableSize
+	now, largest, guesses := t0, 0, 0
+	for i := range 200_000 {
+		wait, why := try(th, fmt.Sprintf("10.%d.%d.%d", i>>16, (i>>8)&255, i&255), false, now)
+		switch why {
+		case checkAllowed:
+			guesses++
+		case overallSpent:
+			now = now.Add(wait)
+		default:
+			t.Fatalf("address %d, never seen before: %d", i, why)
+		}
+		largest = max(largest, th.size())
 	}
+	if largest > tableSize {
+		t.Errorf("the table held %d clients; want at most %d", largest, tableSize)
+	}
+	windows := int(now.Sub(t0)/lockout) + 1
+	if limit := windows * (tableSize + overallFailures); guesses > limit {
+		t.Errorf("%d guesses over %v: more than %d per lockout", guesses, now.Sub(t0), tableSize+overallFailures)
+	}
+	t.Logf("%d guesses over %v, %d clients at most", guesses, now.Sub(t0).Round(time.Second), largest)
 }
 
 // TestClientKey: a client is its address; an IPv6 client is its /64.

@@ -51,7 +51,8 @@ type Request struct {
 	CustomerEmail string `json:"customer_email"`
 }
 
-// Client calls the fulfillment API. The zero HTTP means http.DefaultClient.
+// Client calls the fulfillment API. The zero HTTP means http.DefaultClient's
+// transport. It never follows a redirect, whatever HTTP's CheckRedirect.
 type Client struct {
 	BaseURL string // e.g. "https://fulfillment.internal"; a trailing slash is ignored
 	HTTP    *http.Client
@@ -160,14 +161,10 @@ func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) 
 		}
 	}
 
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	if hc.CheckRedirect == nil {
-		nc := *hc
-		nc.CheckRedirect = refuseRedirect
-		hc = &nc
+	hc := http.Client{CheckRedirect: refuseRedirect}
+	if c.HTTP != nil {
+		hc = *c.HTTP
+		hc.CheckRedirect = refuseRedirect // whatever the caller's client says
 	}
 	resp, err := hc.Do(req)
 	if err != nil {

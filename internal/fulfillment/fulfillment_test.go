@@ -255,7 +255,8 @@ func TestFulfillmentTestServer(t *testing.T) {
 // another host, or within its own) gets the redirect back as a transient
 // failure; the Location is never called, so the body and its
 // Idempotency-Key never reach another host, and a POST turned into a GET
-// never counts as done.
+// never counts as done; a client given a redirect policy of its own follows
+// none either.
 func TestFulfillNeverFollowsARedirect(t *testing.T) {
 	var mu sync.Mutex
 	var elsewhere []string // what the redirect's target received
@@ -291,7 +292,8 @@ func TestFulfillNeverFollowsARedirect(t *testing.T) {
 				http.Redirect(w, r, c.to, c.status)
 			}))
 			defer srv.Close()
-			for _, client := range []*fulfillment.Client{fulfillment.New(srv.URL), {BaseURL: srv.URL}} {
+			follow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return nil }}
+			for _, client := range []*fulfillment.Client{fulfillment.New(srv.URL), {BaseURL: srv.URL}, {BaseURL: srv.URL, HTTP: follow}} {
 				err := client.Fulfill(context.Background(), fulfillment.IdempotencyKey("evt_redirect/fulfil"), sampleReq)
 				var se *fulfillment.StatusError
 				if !errors.As(err, &se) || se.Code != c.status || isPermanent(err) {

@@ -40,12 +40,13 @@ const NotifyEmail = "owner@example.com"
 const FulfillmentSecret = "whsec_cmVjZWl2ZXJ0ZXN0IGZ1bGZpbGxtZW50IGtleSAzMmI="
 
 // Secret is the secret the test receiver verifies spec's deliveries with
-// (the first of its list), long enough for any provider's WarnLen.
+// (the first of its list): a development value of the spec's
+// (webhooks.Var.DevValue), which start-up takes without a word.
 func Secret(spec webhooks.Spec) string {
 	if spec.Secret.DevPrefix != "" {
-		return spec.Secret.DevPrefix + "receivertest_" + spec.Source + "_0123456789abcdef"
+		return spec.Secret.DevValue("receivertest_" + spec.Source + "_0123456789abcdef")
 	}
-	return "receivertest-" + spec.Source + "-secret-0123456789abcdef"
+	return spec.Secret.DevValue("receivertest-" + spec.Source + "-secret-0123456789abcdef")
 }
 
 // OldSecret is the second secret of spec's list: a secret being rotated out.
@@ -147,6 +148,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// noRedirects is the client Post sends with: like the providers, it
+// follows no redirect, so that a test sees the receiver's own answer.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // Response is what the receiver answered.
 type Response struct {
 	Status int
@@ -162,7 +167,7 @@ func (r *Receiver) Post(tb testing.TB, path string, header http.Header, body []b
 		tb.Fatal(err)
 	}
 	req.Header = header
-	res, err := http.DefaultClient.Do(req)
+	res, err := noRedirects.Do(req)
 	if err != nil {
 		tb.Fatalf("POST %s: %v", path, err)
 	}

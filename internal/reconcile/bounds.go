@@ -102,7 +102,7 @@ var (
 	ErrCursorRepeated   error = &stop{"the API gave a cursor it had given before"}
 	ErrNoProgress       error = &stop{"the API said more followed a page that brought nothing new"}
 	ErrResponseTooLarge error = &stop{"a response of the API is larger than a response may be"}
-	ErrRedirect         error = &stop{"the API sent the request to another origin (scheme, host or port)"}
+	ErrRedirect         error = &stop{"the API redirected the request, or it went to another origin (scheme, host or port): never followed"}
 	ErrTooManyHeld      error = &stop{"the listing is larger than a run may hold"}
 )
 

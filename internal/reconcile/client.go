@@ -53,14 +53,14 @@ func loopback(host string) bool {
 // CheckAPIBase, which base must pass), with the bounds every catch-up
 // shares:
 //
-//   - It sends requests to base's origin (scheme, host and port) only. A
-//     redirect to another origin is refused, before anything is sent there
-//     (ErrRedirect, which stops the run): a client that carries a
-//     credential (an API key, the GitHub App's JWT, the Stripe-Account
-//     header) never hands it to another host, and never in clear, whatever
-//     the API answers; a transport that adds the credential itself
-//     (ghinstallation's), wrapping this one, is refused there too. Up to
-//     three redirects within the origin are followed.
+//   - It sends requests to base's origin (scheme, host and port) only, and
+//     follows no redirect, within the origin or out of it: a redirect stops
+//     the run (ErrRedirect) before anything is sent where it points. A
+//     client that carries a credential (an API key, the GitHub App's JWT,
+//     the Stripe-Account header) never hands it to another host, and never
+//     in clear, whatever the API answers; a request that a transport
+//     wrapping this one (ghinstallation's, which adds the credential
+//     itself) sends to another origin is refused too.
 //   - Within a run (Bound), it counts the requests and refuses past
 //     Limits.MaxRequests (ErrTooManyRequests).
 //   - Each response body is bounded by Limits.MaxBody
@@ -79,16 +79,10 @@ func NewClient(base string) (*http.Client, error) {
 	}, nil
 }
 
-// checkRedirect follows a redirect within the origin of the first request,
-// three at most, and refuses any other.
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	if o := originOf(req.URL); o != originOf(via[0].URL) {
-		return Stop(req.Context(), fmt.Errorf("%w: redirected to %s", ErrRedirect, o))
-	}
-	if len(via) >= 3 {
-		return errors.New("stopped after 3 redirects")
-	}
-	return nil
+// checkRedirect refuses every redirect: the providers' APIs answer where
+// they are asked.
+func checkRedirect(req *http.Request, _ []*http.Request) error {
+	return Stop(req.Context(), fmt.Errorf("%w: to %s", ErrRedirect, originOf(req.URL)))
 }
 
 // originOf is u's scheme, host and port, the port made explicit.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -60,6 +61,7 @@ func (s *Server) router() *echo.Echo {
 		// The same client address as the request log's remote.
 		ClientAddr: ipExtractor(s.cfg.TrustedProxies),
 	})
+	s.closers = append(s.closers, func(context.Context) error { h.FlushLog(); return nil })
 	adm := h.Admission()
 	s.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "webhook_unverified_body_bytes",
@@ -160,8 +162,13 @@ func methodLabel(m string) string {
 // response's X-Request-ID and every log line), recovers a panic into a
 // 500, observes the latency with label values from closed sets only, and
 // logs the request once it is answered (webhook routes log their own line
-// with what became of the delivery).
+// with what became of the delivery). A refused request's line (4xx, 5xx:
+// a stranger's GET of paths that are not there) is sampled by its route,
+// method and status (reqlog.Repeats): the first of a minute whole, the
+// others counted.
 func (s *Server) requests(latency *prometheus.HistogramVec) echo.MiddlewareFunc {
+	refused := reqlog.NewRepeats(s.log, reqlog.RepeatPeriod, nil)
+	s.closers = append(s.closers, func(context.Context) error { refused.Flush(); return nil })
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c *echo.Context) (err error) {
 			start := time.Now()
@@ -205,6 +212,10 @@ func (s *Server) requests(latency *prometheus.HistogramVec) echo.MiddlewareFunc 
 				switch {
 				case strings.HasPrefix(route, "/webhooks/") && status != http.StatusNotFound && status != http.StatusMethodNotAllowed,
 					route == "/healthz", route == "/readyz", route == "/metrics":
+				case status >= 400:
+					kind := []slog.Attr{slog.String("route", route), slog.String("method", methodLabel(req.Method)), slog.Int("status", status)}
+					refused.Log(ctx, slog.LevelInfo, "request", kind, "method", methodLabel(req.Method), "path", webhooks.Quote(req.URL.Path, 200),
+						"status", status, "duration_ms", time.Since(start).Milliseconds(), "remote", c.RealIP())
 				default:
 					s.log.InfoContext(ctx, "request", "method", methodLabel(req.Method), "path", reqlog.Untrusted(req.URL.Path, 200),
 						"status", status, "duration_ms", time.Since(start).Milliseconds(), "remote", c.RealIP())

@@ -24,7 +24,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 func newServer(t *testing.T, dbURL string) *httptest.Server {
 	t.Helper()
 	cfg, err := config.Load(func(k string) string {
-		return map[string]string{"DATABASE_URL": dbURL, "STRIPE_WEBHOOK_SECRET": "whsec_test", "MAIL_DIR": t.TempDir()}[k]
+		return map[string]string{"DATABASE_URL": dbURL, "STRIPE_WEBHOOK_SECRET": "whsec_test_0123456789abcdef0123456789abcdef", "MAIL_DIR": t.TempDir()}[k]
 	}, providers.All())
 	if err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ type Handler struct {
 	proc        *Processor
 	metrics     *Metrics
 	log         *slog.Logger
+	rejected    *reqlog.Repeats // the log of refused deliveries, sampled
 	maxBody     int64
 	inflight    chan struct{}
 	admission   *Admission
@@ -65,10 +66,14 @@ func NewHandler(proc *Processor, metrics *Metrics, log *slog.Logger, lim Limits)
 	if clientAddr == nil {
 		clientAddr = peerAddr
 	}
-	return &Handler{proc: proc, metrics: metrics, log: log, maxBody: lim.MaxBody,
+	return &Handler{proc: proc, metrics: metrics, log: log, rejected: reqlog.NewRepeats(log, reqlog.RepeatPeriod, nil), maxBody: lim.MaxBody,
 		inflight: make(chan struct{}, max(lim.MaxInflight, 1)), admission: NewAdmission(lim.UnverifiedBytes),
 		bodyTimeout: lim.BodyTimeout, clientAddr: clientAddr, now: time.Now}
 }
+
+// FlushLog writes the counts of refused deliveries not logged one by one
+// yet (see reject): what the server does when it stops.
+func (h *Handler) FlushLog() { h.rejected.Flush() }
 
 // Admission is the handler's budget of unverified bodies.
 func (h *Handler) Admission() *Admission { return h.admission }
@@ -200,6 +205,12 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 
 // reject answers a delivery refused before anything was written. The
 // error may quote request parts: providers cap what they quote.
+//
+// The log line is sampled (reqlog.Repeats): the first of its kind (the
+// source, the reason, the status, whether it has a hint) is written whole,
+// the next ones of the minute counted and said in one line, so that a
+// stranger's flood of refused requests does not flood the log; the
+// metrics count every one.
 func (d *delivery) reject(ctx context.Context, status int, reason string, err error) {
 	d.h.metrics.Rejections.WithLabelValues(d.spec.Source, reason).Inc()
 	if reason == ReasonNoValidSignature {
@@ -207,8 +218,11 @@ func (d *delivery) reject(ctx context.Context, status int, reason string, err er
 	}
 	telemetry.Annotate(ctx, telemetry.AttrOutcome.String("rejected"), telemetry.AttrRejection.String(reason))
 	d.answer(status, response{Outcome: "rejected", Reason: reason})
-	d.h.log.WarnContext(ctx, "delivery rejected", "status", status, "reason", reason, "error", errText(err),
-		"duration_ms", time.Since(d.start).Milliseconds(), d.spec.hintAttr(err))
+	hint := d.spec.hintAttr(err)
+	kind := []slog.Attr{slog.String("source", d.spec.Source), slog.String("reason", reason), slog.Int("status", status),
+		slog.Bool("hinted", hint.Key != "")}
+	d.h.rejected.Log(ctx, slog.LevelWarn, "delivery rejected", kind, "status", status, "reason", reason, "error", errText(err),
+		"duration_ms", time.Since(d.start).Milliseconds(), hint)
 }
 
 func (d *delivery) answer(status int, r response) {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+	"unicode/utf8"
 )
 
 // Spec describes a provider once, in its own package: everything outside
@@ -145,10 +146,33 @@ type Var struct {
 	// Mask returns what may be logged of a secret value; nil logs "****".
 	Mask func(value string) string
 	// DevPrefix: `make run` sets an unset secret to DevPrefix followed by
-	// 48 random hex digits, kept in var/dev-secrets.env.
+	// 48 random hex digits (DevValue: repeated up to MinLen and WarnLen),
+	// kept in var/dev-secrets.env.
 	DevPrefix string
 	// DevHint is printed under the development secret `make run` sets.
 	DevHint string
+}
+
+// DevValue is a value of v for development and tests (the secrets `make
+// run` generates, the test receiver's): DevPrefix and random, random
+// repeated until the value is as long as MinLen and WarnLen ask, so that
+// start-up takes it without a word. Check must accept such a value (the
+// conformance suite checks that start-up does).
+func (v Var) DevValue(random string) string {
+	s := v.DevPrefix + random
+	for n := max(v.MinLen, v.WarnLen); random != "" && utf8.RuneCountInString(s) < n; {
+		s += random
+	}
+	return s
+}
+
+// Fits reports whether start-up takes value without a word: Check accepts
+// it, and it is as long as MinLen and WarnLen ask.
+func (v Var) Fits(value string) bool {
+	if v.Check != nil && v.Check(value) != nil {
+		return false
+	}
+	return utf8.RuneCountInString(value) >= max(v.MinLen, v.WarnLen)
 }
 
 // Masked is what start-up logs of value.

@@ -61,7 +61,7 @@ import (
 )
 
 const (
-	stripeSecret = "whsec_benchrun_0123456789abcdef"
+	stripeSecret = "whsec_benchrun_0123456789abcdef0123456789abcdef"
 	mib          = 1 << 20
 )
 

@@ -48,24 +48,23 @@ var Spec = webhooks.Spec{
 	Source: Source,
 	Secret: webhooks.Var{
 		Name:      "PADDLE_WEBHOOK_SECRET",
-		Doc:       "Paddle notification destination's secret key (`pdl_ntfset_…`); comma-separated while rotating",
+		Doc:       "Paddle notification destination's secret key (`pdl_ntfset_…`, 70 characters as Paddle issues them; a shorter one is refused); comma-separated while rotating",
 		List:      true,
 		Secret:    true,
 		DevPrefix: "pdl_ntfset_dev_",
 		DevHint: "  Paddle signs with the secret key of the notification destination it sends to " +
 			"(Paddle > Developer tools > Notifications): set PADDLE_WEBHOOK_SECRET to it.",
+		// Paddle generates every secret key: pdl_ntfset_, the destination's
+		// id (26 characters), _ and 32 characters (its API's
+		// endpoint_secret_key).
+		MinLen: len("pdl_ntfset_") + 26 + 1 + 32,
 		Check: func(v string) error {
-			if len(v) < 16 || strings.ContainsAny(v, " \t\r\n") {
+			if !strings.HasPrefix(v, "pdl_ntfset_") || strings.ContainsAny(v, " \t\r\n") {
 				return errors.New("is not a notification destination's secret key (pdl_ntfset_…)")
 			}
 			return nil
 		},
-		Mask: func(v string) string {
-			if strings.HasPrefix(v, "pdl_ntfset_") {
-				return "pdl_ntfset_****"
-			}
-			return "****"
-		},
+		Mask: func(string) string { return "pdl_ntfset_****" },
 	},
 	Vars: []webhooks.Var{{
 		Name:    "PADDLE_SIGNATURE_TOLERANCE",

@@ -64,16 +64,19 @@ var Spec = webhooks.Spec{
 	Secret: webhooks.Var{
 		Name: "POLAR_WEBHOOK_SECRET",
 		Doc: "Polar webhook endpoint's secret as the dashboard shows it (`whsec_…`, or an older `polar_whs_…`: " +
-			"both ways Polar keys a secret are tried; at least 16 characters, and start-up warns under 32); comma-separated while rotating",
+			"both ways Polar keys a secret are tried; at least 32 characters, and start-up warns under 43); comma-separated while rotating",
 		List:      true,
 		Secret:    true,
 		DevPrefix: swh.SecretPrefix,
 		DevHint: "  Polar signs with the secret of the webhook endpoint it sends to " +
 			"(Polar > Settings > Webhooks): set POLAR_WEBHOOK_SECRET to it, as shown.",
-		// A secret set through Polar's API can be any text: only its
-		// length is asked of it.
-		MinLen:  16,
-		WarnLen: 32,
+		// Polar generates whsec_ and 44 characters (base64 of 32 bytes), or
+		// before September 2026 whsec_ or polar_whs_ and 43; its early
+		// dashboard, 43. A secret set through its API can be any text of 32
+		// characters or more: shorter is refused, shorter than Polar
+		// generates is warned of.
+		MinLen:  32,
+		WarnLen: 43,
 		Check: func(v string) error {
 			if strings.ContainsAny(v, " \t\r\n") {
 				return errors.New("contains white space: paste the secret as the endpoint's settings show it")

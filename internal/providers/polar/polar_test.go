@@ -392,8 +392,9 @@ func TestReferenceVector(t *testing.T) {
 }
 
 // TestSecretVariable: POLAR_WEBHOOK_SECRET accepts every form of secret
-// Polar makes, refuses one under 16 characters, warns of one under 32, and
-// is logged masked.
+// Polar makes, refuses one under 32 characters (what Polar's API asks of a
+// secret set through it), warns of one under 43 (shorter than any Polar
+// generates), and is logged masked.
 func TestSecretVariable(t *testing.T) {
 	load := func(v string) (config.Config, error) {
 		env := map[string]string{"DATABASE_URL": "postgres://localhost/x", polar.Spec.Secret.Name: v}
@@ -406,9 +407,11 @@ func TestSecretVariable(t *testing.T) {
 		{"LegacyWhsec", legacySecret, "", ""},
 		{"OlderPolarWhs", olderSecret, "", ""},
 		{"Rotating", newSecret + "," + legacySecret, "", ""},
-		{"ErrShort", "whsec_012345678", "secret 1 is shorter than 16 characters", ""},
-		{"ErrSecondShort", newSecret + ",whsec_short", "secret 2 is shorter than 16 characters", ""},
-		{"WarnUnder32", "my-own-secret-0123456", "", "secret 1 is shorter than 32 characters"},
+		{"ErrShort", "whsec_012345678", "secret 1 is shorter than 32 characters", ""},
+		{"ErrWhsecX", "whsec_x", "secret 1 is shorter than 32 characters", ""},
+		{"ErrSecondShort", newSecret + ",whsec_short", "secret 2 is shorter than 32 characters", ""},
+		{"ErrUnder32", "my-own-secret-0123456789abcdef", "secret 1 is shorter than 32 characters", ""},
+		{"WarnUnder43", "my-own-secret-0123456789abcdef01", "", "secret 1 is shorter than 43 characters"},
 		{"ErrWhiteSpace", "whsec_0123456789abcdef 0123456789abcdef", "white space", ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

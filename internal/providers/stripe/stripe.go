@@ -34,10 +34,14 @@ var Spec = webhooks.Spec{
 	Source: Source,
 	Secret: webhooks.Var{
 		Name:      "STRIPE_WEBHOOK_SECRET",
-		Doc:       "Stripe signing secret `whsec_…`; comma-separated while a secret is rolled",
+		Doc:       "Stripe signing secret `whsec_…` (`whsec_` and at least 32 characters, as Stripe issues them; a shorter one is refused); comma-separated while a secret is rolled",
 		List:      true,
 		Secret:    true,
 		DevPrefix: "whsec_dev_",
+		// Stripe's signing secrets are whsec_ and 32 letters and digits (an
+		// endpoint's) or 64 hex digits (`stripe listen`'s): anything shorter
+		// is a truncated paste or a placeholder (whsec_x, whsec_test).
+		MinLen: len("whsec_") + 32,
 		DevHint: "  Events forwarded by the Stripe CLI are signed with its own secret instead: run\n" +
 			"    STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run\n" +
 			"  and, in another terminal,\n" +
