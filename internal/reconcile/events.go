@@ -298,7 +298,7 @@ func (e *Events) Run(ctx context.Context, o Options) (EventSummary, error) {
 	sum := e.summary(o, "")
 	switch {
 	case e.MaxTypes > 0 && len(o.Types) > e.MaxTypes:
-		return sum, fmt.Errorf("%s: %d types, at most %d", name, len(o.Types), e.MaxTypes)
+		return sum, fmt.Errorf("%s: %s, at most %d", name, webhooks.Plural(len(o.Types), "type", "types"), e.MaxTypes)
 	case o.Since < 0 || o.Settle < 0:
 		return sum, fmt.Errorf("%s: negative duration", name)
 	}
@@ -390,7 +390,7 @@ func (e *Events) Run(ctx context.Context, o Options) (EventSummary, error) {
 			errs = append(errs, err)
 		}
 	}
-	return sum, run.Finish(ctx, sum, sum.Tally(), sum.Failed, "events", errors.Join(errs...))
+	return sum, run.Finish(ctx, sum, sum.Tally(), sum.Failed, "event", "events", errors.Join(errs...))
 }
 
 // summary is an empty summary of a run with o, of the listing account.
@@ -469,7 +469,7 @@ func (e *Events) list(ctx context.Context, w Window, o Options, runID int64, sum
 			}
 			o.print(rep)
 			if failures >= maxConsecutiveFailures {
-				return fmt.Errorf("%s: %d events in a row not processed, last: %w", name, failures, rep.Err)
+				return fmt.Errorf("%s: %s in a row not processed, last: %w", name, webhooks.Plural(failures, "event", "events"), rep.Err)
 			}
 		}
 		if !o.DryRun && !e.Windowed && !sum.Cursor.Equal(*saved) {

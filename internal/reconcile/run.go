@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Running is one run of a reconciler, as every reconciler keeps it: bounded
@@ -67,16 +69,16 @@ func (r *Running) ID() int64 { return r.id }
 // Finish ends the work of the run with its summary and err: err becomes the
 // bound that stopped the run, if one did (ErrStopped), and, when the
 // summary left unresolved items (failed, counted by the tally's
-// Unresolved, and described by what), wraps ErrIncomplete. The result is
+// Unresolved, and named one and many), wraps ErrIncomplete. The result is
 // recorded with the summary, on a context of its own: the record outlives
 // a cancelled or stopped run.
-func (r *Running) Finish(ctx context.Context, sum Summary, tally Tally, failed int, what string, err error) error {
+func (r *Running) Finish(ctx context.Context, sum Summary, tally Tally, failed int, one, many string, err error) error {
 	err = Cause(ctx, err)
 	if errors.Is(err, ErrStopped) {
 		err = fmt.Errorf("%s: %w", r.name, err)
 	}
 	if err == nil && failed > 0 {
-		err = fmt.Errorf("%s: %d %s not processed: %w", r.name, failed, what, ErrIncomplete)
+		err = fmt.Errorf("%s: %s not processed: %w", r.name, webhooks.Plural(failed, one, many), ErrIncomplete)
 	}
 	if !r.dryRun && r.id != 0 {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -252,7 +252,7 @@ func (m *Marketplace) Run(ctx context.Context, o MarketplaceOptions) (Marketplac
 		return sum, err
 	}
 	err = m.reconcile(ctx, o, &sum)
-	return sum, run.Finish(ctx, sum, sum.Tally(), sum.Failed, "corrections", err)
+	return sum, run.Finish(ctx, sum, sum.Tally(), sum.Failed, "correction", "corrections", err)
 }
 
 func (m *Marketplace) reconcile(ctx context.Context, o MarketplaceOptions, sum *MarketplaceSummary) error {
