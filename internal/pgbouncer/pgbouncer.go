@@ -13,7 +13,9 @@
 //
 // PgBouncer refuses to run as root. When the current process is root, it
 // runs as the `postgres` OS user instead, as internal/pglocal runs
-// PostgreSQL.
+// PostgreSQL (both through internal/supervise). On Linux it is sent SIGTERM
+// when the process that started it dies, so that a test binary killed by a
+// timeout or a Ctrl-C leaves no pooler behind.
 //
 // In transaction mode a server connection belongs to a client for one
 // transaction only: session state (SET, session advisory locks, LISTEN,
@@ -32,14 +34,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/supervise"
 )
 
 // ErrNotInstalled is wrapped by the error Start returns when no pgbouncer
@@ -49,7 +51,8 @@ var ErrNotInstalled = errors.New("pgbouncer not found (scripts/ensure-pgbouncer.
 const (
 	readyTimeout = 15 * time.Second
 	stopTimeout  = 10 * time.Second
-	attempts     = 3 // starts tried when the port picked was taken meanwhile
+	attempts     = 3       // starts tried when the port picked was taken meanwhile
+	tailSize     = 8 << 10 // how much of the log is kept for error messages
 )
 
 // Options configure a PgBouncer.
@@ -71,11 +74,10 @@ type Bouncer struct {
 	dir  string
 	port int
 	user string
-	log  *tailWriter
+	log  *supervise.Tail
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *supervise.Process // nil once stopped
 }
 
 // Find returns the path of the pgbouncer binary: on PATH, else Debian's
@@ -116,7 +118,7 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 	if poolSize <= 0 {
 		poolSize = 20
 	}
-	cred, err := credential()
+	cred, err := supervise.Credential("PgBouncer")
 	if err != nil {
 		return nil, fmt.Errorf("start pgbouncer: %w", err)
 	}
@@ -124,9 +126,9 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start pgbouncer: %w", err)
 	}
-	b := &Bouncer{dir: dir, user: userName, log: &tailWriter{out: opts.Log}}
+	b := &Bouncer{dir: dir, user: userName, log: supervise.NewTail(opts.Log, tailSize)}
 	for attempt := 1; ; attempt++ {
-		if b.port, err = freePort(); err != nil {
+		if b.port, err = supervise.FreePort(); err != nil {
 			break
 		}
 		if err = b.writeConfig(host, port, userName, password, poolSize, cred); err != nil {
@@ -136,7 +138,7 @@ func Start(ctx context.Context, opts Options) (*Bouncer, error) {
 		if err == nil {
 			return b, nil
 		}
-		if attempt == attempts || !strings.Contains(b.log.tail(), "bind") {
+		if attempt == attempts || !strings.Contains(b.log.String(), "bind") {
 			break
 		}
 	}
@@ -164,10 +166,10 @@ func (b *Bouncer) Port() int { return b.port }
 func (b *Bouncer) PID() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.cmd == nil {
+	if b.proc == nil {
 		return 0
 	}
-	return b.cmd.Process.Pid
+	return b.proc.PID()
 }
 
 // Stop shuts PgBouncer down (SIGTERM: clients are disconnected at once),
@@ -176,19 +178,15 @@ func (b *Bouncer) PID() int {
 func (b *Bouncer) Stop() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.cmd == nil {
+	if b.proc == nil {
 		return nil
 	}
-	_ = b.cmd.Process.Signal(syscall.SIGTERM)
 	var err error
-	select {
-	case <-b.done:
-	case <-time.After(stopTimeout):
-		_ = b.cmd.Process.Kill()
-		<-b.done
+	if !b.proc.Stop(context.Background(), syscall.SIGTERM, stopTimeout) {
+		b.proc.Kill()
 		err = errors.New("stop pgbouncer: no exit after SIGTERM; killed it")
 	}
-	b.cmd = nil
+	b.proc = nil
 	return errors.Join(err, os.RemoveAll(b.dir))
 }
 
@@ -243,80 +241,32 @@ func (b *Bouncer) start(ctx context.Context, bin string, cred *syscall.Credentia
 	cmd.Dir = b.dir
 	cmd.Stdout, cmd.Stderr = b.log, b.log
 	cmd.WaitDelay = 5 * time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: cred}
-	setParentDeathSignal(cmd.SysProcAttr)
-	// Linux sends the parent-death signal when the thread that started the
-	// child exits, and the Go runtime may end threads: the goroutine that
-	// starts pgbouncer keeps its thread until pgbouncer exits.
-	done := make(chan struct{})
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		_ = cmd.Wait()
-		close(done)
-	}()
-	if err := <-started; err != nil {
+	p, err := supervise.Start(cmd, cred, syscall.SIGTERM)
+	if err != nil {
 		return fmt.Errorf("run %s: %w", bin, err)
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(b.port))
-	for {
+	err = p.WaitReady(ctx, 20*time.Millisecond, func(context.Context) (bool, error) {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err == nil {
 			c.Close()
-			b.mu.Lock()
-			b.cmd, b.done = cmd, done
-			b.mu.Unlock()
-			return nil
 		}
-		select {
-		case <-done:
-			return fmt.Errorf("pgbouncer exited during start-up:\n%s", b.log.tail())
-		case <-ctx.Done():
-			_ = cmd.Process.Kill()
-			<-done
-			return fmt.Errorf("pgbouncer not accepting connections on %s: %w\n%s", addr, ctx.Err(), b.log.tail())
-		case <-time.After(20 * time.Millisecond):
-		}
+		return err == nil, nil
+	})
+	switch {
+	case errors.Is(err, supervise.ErrExited):
+		return fmt.Errorf("pgbouncer exited during start-up:\n%s", b.log.String())
+	case err != nil:
+		p.Kill()
+		return fmt.Errorf("pgbouncer not accepting connections on %s: %w\n%s", addr, err, b.log.String())
 	}
-}
-
-// credential returns the postgres user to run PgBouncer as when we are
-// root, and nil otherwise.
-func credential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and PgBouncer refuses to: look up the `postgres` user to run it as: %w", err)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, err
-	}
-	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	b.mu.Lock()
+	b.proc = p
+	b.mu.Unlock()
+	return nil
 }
 
 // quoteValue quotes a libpq connection-string value.
@@ -331,31 +281,4 @@ func redact(s string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
-}
-
-// tailWriter copies PgBouncer's log to an optional writer and keeps its
-// last 8 KB for error messages.
-type tailWriter struct {
-	mu  sync.Mutex
-	buf []byte
-	out io.Writer
-}
-
-func (w *tailWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.out != nil {
-		_, _ = w.out.Write(p)
-	}
-	w.buf = append(w.buf, p...)
-	if over := len(w.buf) - 8<<10; over > 0 {
-		w.buf = append(w.buf[:0], w.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-func (w *tailWriter) tail() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return string(w.buf)
 }

@@ -12,8 +12,9 @@
 // the Cluster gives carries it.
 //
 // PostgreSQL refuses to run as root. When the current process is root, the
-// cluster is initialised and run as the `postgres` OS user instead, and the
-// data directory is handed over to that user. pglocal changes the
+// cluster is initialised and run as the `postgres` OS user instead
+// (internal/supervise, which internal/pgbouncer shares), and the data
+// directory is handed over to that user. pglocal changes the
 // permissions of the data directory only, never of its parents: these must
 // already let `postgres` through, as os.TempDir() and the `postgres`
 // user's home do, and Start says so when they do not.
@@ -30,10 +31,8 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -44,6 +43,8 @@ import (
 	"github.com/jackc/pgerrcode"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/paywebhooks/receiver/internal/supervise"
 )
 
 const (
@@ -54,8 +55,10 @@ const (
 	stopTimeout = 30 * time.Second
 	// startAttempts is how often Start tries when a failure looks transient.
 	startAttempts = 5
-	// tailSize is how much of the server log is kept for error messages.
-	tailSize = 16 << 10
+	// tailSize is how much of the server log is kept for error messages,
+	// and tailLines how many of its last lines they quote.
+	tailSize  = 16 << 10
+	tailLines = 30
 )
 
 // PasswordFile is the name of the file, in the data directory, that keeps
@@ -163,10 +166,10 @@ type Cluster struct {
 	extra   []string            // Options.Settings
 	cred    *syscall.Credential // nil unless we are root and run postgres as another user
 	pass    string              // the superuser's password, from PasswordFile
-	log     *serverLog
+	log     *supervise.Tail     // the server's output
 
-	mu   sync.Mutex // serialises start and stop
-	proc *process   // the running postmaster; nil when stopped
+	mu   sync.Mutex         // serialises start and stop
+	proc *supervise.Process // the running postmaster; nil when stopped
 }
 
 // Start initialises the data directory if needed and starts the server,
@@ -188,7 +191,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
-	cred, err := serverCredential()
+	cred, err := supervise.Credential("PostgreSQL")
 	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
@@ -199,7 +202,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		durable: opts.Durable,
 		extra:   opts.Settings,
 		cred:    cred,
-		log:     &serverLog{out: opts.Log},
+		log:     supervise.NewTail(opts.Log, tailSize),
 	}
 	if err := c.prepareDir(); err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
@@ -257,7 +260,7 @@ func (c *Cluster) Kill() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.proc != nil {
-		c.proc.kill()
+		c.proc.Kill()
 		c.proc = nil
 	}
 }
@@ -301,34 +304,6 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) error {
 		return fmt.Errorf("create database %s: %w", name, err)
 	}
 	return nil
-}
-
-// serverCredential returns the user to run PostgreSQL as when we are root,
-// which PostgreSQL refuses to run as, and nil otherwise.
-func serverCredential() (*syscall.Credential, error) {
-	if os.Geteuid() != 0 {
-		return nil, nil
-	}
-	u, err := user.Lookup("postgres")
-	if err != nil {
-		return nil, fmt.Errorf("running as root, and PostgreSQL refuses to: look up the `postgres` user to run it as: %w", err)
-	}
-	uid, err := strconv.ParseUint(u.Uid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("parse uid of user postgres: %w", err)
-	}
-	gid, err := strconv.ParseUint(u.Gid, 10, 32)
-	if err != nil {
-		return nil, fmt.Errorf("parse gid of user postgres: %w", err)
-	}
-	cred := &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-	ids, _ := u.GroupIds() // without them, the server runs with its primary group only
-	for _, id := range ids {
-		if g, err := strconv.ParseUint(id, 10, 32); err == nil && uint32(g) != cred.Gid {
-			cred.Groups = append(cred.Groups, uint32(g))
-		}
-	}
-	return cred, nil
 }
 
 // prepareDir creates the data directory and, when postgres runs as another
@@ -498,7 +473,7 @@ func (c *Cluster) readPassword() (string, error) {
 func (c *Cluster) startLocked(ctx context.Context, pickPort bool) error {
 	for attempt := 1; ; attempt++ {
 		if pickPort {
-			port, err := freePort()
+			port, err := supervise.FreePort()
 			if err != nil {
 				return err
 			}
@@ -527,13 +502,16 @@ func (c *Cluster) startOnce(ctx context.Context) error {
 	if err := clearStalePID(ctx, c.dir); err != nil {
 		return err
 	}
-	c.log.reset()
-	p, err := spawn(c.serverCommand())
+	c.log.Reset()
+	// SIGINT is a fast shutdown. Where there is no parent-death signal
+	// (not Linux), a server whose parent was killed keeps running until
+	// stopped; clearStalePID reports it on the next start.
+	p, err := supervise.Start(c.serverCommand(), c.cred, syscall.SIGINT)
 	if err != nil {
 		return fmt.Errorf("run %s: %w", filepath.Join(c.bin, "postgres"), err)
 	}
 	if err := c.waitReady(ctx, p); err != nil {
-		p.kill()
+		p.Kill()
 		return err
 	}
 	c.proc = p
@@ -565,33 +543,29 @@ func (c *Cluster) serverCommand() *exec.Cmd {
 	cmd.Stdout = c.log
 	cmd.Stderr = c.log
 	cmd.WaitDelay = 10 * time.Second
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: c.cred}
-	setParentDeathSignal(cmd.SysProcAttr)
 	return cmd
 }
 
 // waitReady polls the server until it accepts connections, it exits, or
 // readyTimeout passes.
-func (c *Cluster) waitReady(ctx context.Context, p *process) error {
+func (c *Cluster) waitReady(ctx context.Context, p *supervise.Process) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	for {
+	err := p.WaitReady(ctx, 50*time.Millisecond, func(ctx context.Context) (bool, error) {
 		err := ping(ctx, c.URL("postgres"))
-		if err == nil {
-			return nil
-		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.InvalidPassword {
-			return fmt.Errorf("the server refuses the password in %s: %w", filepath.Join(c.dir, PasswordFile), err)
+			return false, fmt.Errorf("the server refuses the password in %s: %w", filepath.Join(c.dir, PasswordFile), err)
 		}
-		select {
-		case <-p.done:
-			return &earlyExitError{err: p.err, log: c.log.tail()}
-		case <-ctx.Done():
-			return fmt.Errorf("not accepting connections on 127.0.0.1:%d: %w\nserver log:\n%s", c.port, ctx.Err(), c.log.tail())
-		case <-time.After(50 * time.Millisecond):
-		}
+		return err == nil, nil
+	})
+	switch {
+	case errors.Is(err, supervise.ErrExited):
+		return &earlyExitError{err: p.Err(), log: c.log.Lines(tailLines)}
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return fmt.Errorf("not accepting connections on 127.0.0.1:%d: %w\nserver log:\n%s", c.port, err, c.log.Lines(tailLines))
 	}
+	return err
 }
 
 func ping(ctx context.Context, url string) error {
@@ -611,7 +585,7 @@ func (c *Cluster) stopLocked(ctx context.Context) error {
 		return nil
 	}
 	c.proc = nil
-	return p.stop(ctx)
+	return stop(ctx, p)
 }
 
 // earlyExitError reports a server that exited while starting up.
@@ -632,17 +606,6 @@ func (e *earlyExitError) transient() (portTaken, busy bool) {
 	busy = strings.Contains(e.log, "pre-existing shared memory block") ||
 		strings.Contains(e.log, `lock file "postmaster.pid" already exists`)
 	return portTaken, busy
-}
-
-// freePort asks the kernel for a free TCP port on the loopback interface.
-// Someone else may take it before postgres binds it; startLocked retries.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pick a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -724,125 +687,18 @@ func procMounted() bool {
 	return err == nil
 }
 
-// process is a started postmaster.
-type process struct {
-	cmd  *exec.Cmd
-	done chan struct{} // closed once postgres and all its children have exited
-	err  error         // the result of Wait, set before done is closed
-}
-
-// spawn starts cmd and waits for it in the background.
-//
-// On Linux the parent-death signal is sent when the *thread* that started
-// the child exits, and the Go runtime may end threads. The goroutine that
-// starts postgres therefore keeps its thread locked until postgres exits.
-func spawn(cmd *exec.Cmd) (*process, error) {
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		started <- nil
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := <-started; err != nil {
-		return nil, err
-	}
-	return p, nil
-}
-
 // stop shuts the server down, escalating from a fast shutdown (SIGINT) to
 // an immediate one (SIGQUIT) to SIGKILL.
-func (p *process) stop(ctx context.Context) error {
-	if p.exited() {
+func stop(ctx context.Context, p *supervise.Process) error {
+	if p.Exited() {
 		return nil
 	}
-	p.signal(syscall.SIGINT)
-	if p.wait(ctx, stopTimeout) {
+	if p.Stop(ctx, syscall.SIGINT, stopTimeout) {
 		return nil
 	}
-	p.signal(syscall.SIGQUIT)
-	if p.wait(context.Background(), 5*time.Second) {
+	if p.Stop(context.Background(), syscall.SIGQUIT, 5*time.Second) {
 		return errors.New("stop postgres: fast shutdown timed out; did an immediate shutdown")
 	}
-	p.kill()
+	p.Kill()
 	return errors.New("stop postgres: shutdown timed out; killed it")
-}
-
-// kill sends SIGKILL and waits until postgres and its children are gone.
-func (p *process) kill() {
-	p.signal(syscall.SIGKILL)
-	<-p.done
-}
-
-func (p *process) signal(sig syscall.Signal) {
-	_ = p.cmd.Process.Signal(sig) // fails only once the process is gone
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// wait reports whether the process exits within d and before ctx ends.
-func (p *process) wait(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-p.done:
-		return true
-	case <-t.C:
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
-// serverLog receives the server's output: it keeps the last tailSize bytes
-// for error messages and copies everything to an optional writer.
-type serverLog struct {
-	mu  sync.Mutex
-	buf []byte
-	out io.Writer
-}
-
-// Write never fails: a failing writer must not stall the server's output.
-func (l *serverLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.out != nil {
-		_, _ = l.out.Write(p)
-	}
-	l.buf = append(l.buf, p...)
-	if over := len(l.buf) - tailSize; over > 0 {
-		l.buf = append(l.buf[:0], l.buf[over:]...)
-	}
-	return len(p), nil
-}
-
-// reset forgets the kept tail, so that it only shows the current start.
-func (l *serverLog) reset() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.buf = l.buf[:0]
-}
-
-// tail returns the last lines kept.
-func (l *serverLog) tail() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := strings.Split(strings.TrimRight(string(l.buf), "\n"), "\n")
-	if len(lines) > 30 {
-		lines = lines[len(lines)-30:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/paywebhooks/receiver/internal/supervise"
 )
 
 // Streaming replication, for tests of what a fail-over does: a standby made
@@ -48,7 +50,7 @@ func StartStandby(ctx context.Context, primary *Cluster, opts Options) (*Cluster
 		durable: opts.Durable,
 		extra:   opts.Settings,
 		cred:    primary.cred,
-		log:     &serverLog{out: opts.Log},
+		log:     supervise.NewTail(opts.Log, tailSize),
 	}
 	if c.initialised() {
 		return nil, fmt.Errorf("start standby: %s already holds a cluster", dir)
@@ -147,11 +149,10 @@ func (c *Cluster) StopImmediate() error {
 		return nil
 	}
 	c.proc = nil
-	p.signal(syscall.SIGQUIT)
-	if p.wait(context.Background(), stopTimeout) {
+	if p.Stop(context.Background(), syscall.SIGQUIT, stopTimeout) {
 		return nil
 	}
-	p.kill()
+	p.Kill()
 	return errors.New("stop postgres: immediate shutdown timed out; killed it")
 }
 

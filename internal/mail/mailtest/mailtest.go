@@ -95,17 +95,47 @@ func newServer(tb testing.TB, withTLS, implicit bool) *Server {
 	s.srv.ReadTimeout = 30 * time.Second
 	s.srv.WriteTimeout = 30 * time.Second
 	s.srv.ErrorLog = log.New(io.Discard, "", 0)
-	done := make(chan struct{})
+	// The server serves from a goroutine, which may not have started
+	// serving when the test ends (one that fails at once). go-smtp's Close
+	// closes only the listeners Serve has registered, and a Serve called
+	// after Close blocks on its listener for ever: the cleanup closes the
+	// listener itself, and waits only for a server that started serving.
+	var (
+		mu      sync.Mutex
+		closed  bool          // the cleanup has run: do not serve
+		serving chan struct{} // closed once Serve returns; nil until it is called
+	)
+	hook := beforeServe
 	go func() {
+		hook()
+		mu.Lock()
+		if closed {
+			mu.Unlock()
+			return
+		}
+		done := make(chan struct{})
+		serving = done
+		mu.Unlock()
 		defer close(done)
 		_ = s.srv.Serve(ln)
 	}()
 	tb.Cleanup(func() {
+		mu.Lock()
+		closed = true
+		done := serving
+		mu.Unlock()
 		_ = s.srv.Close()
-		<-done
+		_ = ln.Close()
+		if done != nil {
+			<-done
+		}
 	})
 	return s
 }
+
+// beforeServe runs in the serving goroutine before it serves: a test's
+// hook.
+var beforeServe = func() {}
 
 // Addr returns the server's host:port.
 func (s *Server) Addr() string { return s.ln.Addr().String() }

@@ -1,6 +1,6 @@
 package conformance_test
 
-// A fork, from a test package: a provider ("acme") and a step kind
+// A fork, from a test package: a provider (fixtureSource) and a step kind
 // ("webhook.out") that no file of the receiver knows, registered the way a
 // fork registers its own (rt.WithSpec stands for the line in
 // internal/providers, server.WithStepKind for the kind), and run through
@@ -33,30 +33,36 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// acmeSpec is the fork's provider: HMAC-SHA256 of the body, hex, in
-// Acme-Signature; its events are {"id", "type", "order"}.
-var acmeSpec = webhooks.Spec{
-	Source:           "acme",
-	Secret:           webhooks.Var{Name: "ACME_WEBHOOK_SECRET", Doc: "Acme signing secret", List: true, Secret: true},
-	SignatureHeaders: []string{"Acme-Signature"},
+// fixtureSource names the fork's provider: a name no real provider takes,
+// so that a fork adding one (an "acme", say) does not collide with it.
+// Lower-case letters and underscores, as in a route, a metric label and
+// a column.
+const fixtureSource = "zz_fork_fixture"
+
+// fixtureSpec is the fork's provider: HMAC-SHA256 of the body, hex, in
+// Fixture-Signature; its events are {"id", "type", "order"}.
+var fixtureSpec = webhooks.Spec{
+	Source:           fixtureSource,
+	Secret:           webhooks.Var{Name: "ZZ_FORK_FIXTURE_WEBHOOK_SECRET", Doc: "the fork fixture's signing secret", List: true, Secret: true},
+	SignatureHeaders: []string{"Fixture-Signature"},
 	Types:            []string{"order.paid"},
 	Retention:        24 * time.Hour,
-	OrderSources:     []string{"acme"},
-	New:              func(s webhooks.Settings) (webhooks.Provider, error) { return acme{secrets: s.Secrets}, nil },
+	OrderSources:     []string{fixtureSource},
+	New:              func(s webhooks.Settings) (webhooks.Provider, error) { return fixture{secrets: s.Secrets}, nil },
 	Sign: func(in webhooks.SignInput) http.Header {
-		return http.Header{"Content-Type": {"application/json"}, "Acme-Signature": {hex.EncodeToString(acmeMAC(in.Body, in.Secret))}}
+		return http.Header{"Content-Type": {"application/json"}, "Fixture-Signature": {hex.EncodeToString(fixtureMAC(in.Body, in.Secret))}}
 	},
 }
 
-func acmeMAC(body []byte, secret string) []byte {
+func fixtureMAC(body []byte, secret string) []byte {
 	m := hmac.New(sha256.New, []byte(secret))
 	m.Write(body)
 	return m.Sum(nil)
 }
 
-type acme struct{ secrets []string }
+type fixture struct{ secrets []string }
 
-type acmeEvent struct {
+type fixtureEvent struct {
 	ID    string `json:"id"`
 	Type  string `json:"type"`
 	Order struct {
@@ -67,26 +73,26 @@ type acmeEvent struct {
 	} `json:"order"`
 }
 
-func (p acme) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, error) {
-	sig, err := hex.DecodeString(h.Get("Acme-Signature"))
+func (p fixture) Verify(h http.Header, body []byte, _ time.Time) (webhooks.Event, error) {
+	sig, err := hex.DecodeString(h.Get("Fixture-Signature"))
 	if err != nil || len(sig) != sha256.Size {
-		return webhooks.Event{}, webhooks.Reject("invalid_header", errors.New("Acme-Signature is not 64 hex digits"))
+		return webhooks.Event{}, webhooks.Reject("invalid_header", errors.New("Fixture-Signature is not 64 hex digits"))
 	}
 	matched := webhooks.Signatures{sig}.Match(p.secrets, func(mac hash.Hash) { mac.Write(body) })
 	if matched < 0 {
 		return webhooks.Event{}, webhooks.Reject("no_valid_signature", errors.New("no secret signs the body"))
 	}
-	var ev acmeEvent
+	var ev fixtureEvent
 	if err := json.Unmarshal(body, &ev); err != nil || ev.ID == "" || ev.Type == "" {
 		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no id or type"))
 	}
-	return webhooks.Event{Source: "acme", Key: ev.ID, ID: ev.ID, Type: ev.Type, Body: body, Payload: &ev, SecretIndex: matched}, nil
+	return webhooks.Event{Source: fixtureSource, Key: ev.ID, ID: ev.ID, Type: ev.Type, Body: body, Payload: &ev, SecretIndex: matched}, nil
 }
 
-func (acme) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
-	e, ok := ev.Payload.(*acmeEvent)
+func (fixture) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
+	e, ok := ev.Payload.(*fixtureEvent)
 	if !ok { // a stored event, replayed
-		e = new(acmeEvent)
+		e = new(fixtureEvent)
 		if err := json.Unmarshal(ev.Body, e); err != nil {
 			return webhooks.Unprocessable("%s: %v", ev.ID, err)
 		}
@@ -94,7 +100,7 @@ func (acme) Plan(ev *webhooks.Event, p *webhooks.Plan) error {
 	if ev.Type != "order.paid" {
 		return webhooks.ErrUnhandled
 	}
-	o := orders.Order{Source: "acme", ProviderEventID: ev.ID, ExternalID: e.Order.ID, Status: orders.StatusPaid,
+	o := orders.Order{Source: fixtureSource, ProviderEventID: ev.ID, ExternalID: e.Order.ID, Status: orders.StatusPaid,
 		AmountCents: e.Order.Cents, Currency: e.Order.Currency, CustomerEmail: e.Order.Email}
 	orders.Create(p, o, orders.Position{})
 	cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaid)
@@ -148,21 +154,21 @@ func (k *outbox) all() map[string][]string {
 
 func forkSuite(out *outbox) cf.Suite {
 	return cf.Suite{
-		Spec:    acmeSpec,
-		Options: []rt.Option{rt.WithSpec(acmeSpec), rt.WithServer(server.WithStepKind("webhook.out", out))},
+		Spec:    fixtureSpec,
+		Options: []rt.Option{rt.WithSpec(fixtureSpec), rt.WithServer(server.WithStepKind("webhook.out", out))},
 		View:    []string{`SELECT format('%s %s %s %s %s', source, external_id, status, amount_cents, currency) FROM orders ORDER BY 1`},
 		Events: map[string]cf.Event{
-			"paid":   {Body: []byte(`{"id":"ac_evt_1","type":"order.paid","order":{"id":"A-1","cents":1200,"currency":"eur","email":"buyer@acme.test"}}`)},
-			"paid2":  {Body: []byte(`{"id":"ac_evt_2","type":"order.paid","order":{"id":"A-2","cents":500,"currency":"eur"}}`)},
-			"viewed": {Body: []byte(`{"id":"ac_evt_3","type":"order.viewed","order":{"id":"A-1"}}`)},
+			"paid":   {Body: []byte(`{"id":"fx_evt_1","type":"order.paid","order":{"id":"A-1","cents":1200,"currency":"eur","email":"buyer@fixture.test"}}`)},
+			"paid2":  {Body: []byte(`{"id":"fx_evt_2","type":"order.paid","order":{"id":"A-2","cents":500,"currency":"eur"}}`)},
+			"viewed": {Body: []byte(`{"id":"fx_evt_3","type":"order.viewed","order":{"id":"A-1"}}`)},
 		},
 		Verify: []cf.Request{
-			{Name: "ErrGarbageSignature", Edit: func(h http.Header, _ []byte) { h.Set("Acme-Signature", "zz") }, Reason: "invalid_header"},
+			{Name: "ErrGarbageSignature", Edit: func(h http.Header, _ []byte) { h.Set("Fixture-Signature", "zz") }, Reason: "invalid_header"},
 		},
 		Cases: []cf.Case{
-			{Name: "Paid", Deliver: "paid", Want: []string{"acme A-1 paid 1200 eur"},
-				Steps: []string{"email.confirmation=done", "webhook.out=done"}, Emails: []cf.Mail{{To: "buyer@acme.test", Contains: "is confirmed"}}},
-			{Name: "PaidWithoutEmail", Deliver: "paid2", Want: []string{"acme A-2 paid 500 eur"},
+			{Name: "Paid", Deliver: "paid", Want: []string{fixtureSource + " A-1 paid 1200 eur"},
+				Steps: []string{"email.confirmation=done", "webhook.out=done"}, Emails: []cf.Mail{{To: "buyer@fixture.test", Contains: "is confirmed"}}},
+			{Name: "PaidWithoutEmail", Deliver: "paid2", Want: []string{fixtureSource + " A-2 paid 500 eur"},
 				Steps: []string{"email.confirmation=skipped", "webhook.out=done"}},
 			{Name: "Unhandled", Deliver: "viewed", Outcome: webhooks.OutcomeIgnored},
 		},
@@ -184,16 +190,16 @@ func TestForkDelivery(t *testing.T) {
 	if res := s.DeliverOK(t, r, "paid"); cf.Outcome(res) != webhooks.OutcomeDuplicate {
 		t.Fatalf("redelivery outcome %s", res.Body)
 	}
-	if got := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'ac_evt_1%' AND status = 'done'`); got != 3 {
+	if got := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'fx_evt_1%' AND status = 'done'`); got != 3 {
 		t.Errorf("done claims of the event = %d, want 3 (the event, its email, its webhook.out)", got)
 	}
 	calls := out.all()
-	if len(calls) != 1 || len(calls["ac_evt_1/webhook.out"]) != 1 || calls["ac_evt_1/webhook.out"][0] != "A-1" {
-		t.Errorf("webhook.out calls = %v, want one for A-1 under ac_evt_1/webhook.out", calls)
+	if len(calls) != 1 || len(calls["fx_evt_1/webhook.out"]) != 1 || calls["fx_evt_1/webhook.out"][0] != "A-1" {
+		t.Errorf("webhook.out calls = %v, want one for A-1 under fx_evt_1/webhook.out", calls)
 	}
 
 	// What operators see of each step: its kind says what it sent.
-	d, err := ops.Show(context.Background(), r.Pool, "ac_evt_1")
+	d, err := ops.Show(context.Background(), r.Pool, "fx_evt_1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,8 +211,8 @@ func TestForkDelivery(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"webhook.out X-Outbox-Id":       "out-ac_evt_1/webhook.out",
-		"email.confirmation Message-ID": mail.MessageID("ac_evt_1/email.confirmation", "example.test"),
+		"webhook.out X-Outbox-Id":       "out-fx_evt_1/webhook.out",
+		"email.confirmation Message-ID": mail.MessageID("fx_evt_1/email.confirmation", "example.test"),
 	}
 	if diff := cmp.Diff(want, refs); diff != "" {
 		t.Errorf("refs of the event's steps (-want +got):\n%s", diff)
