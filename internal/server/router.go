@@ -59,6 +59,8 @@ func (s *Server) router() *echo.Echo {
 		BodyTimeout:     s.cfg.BodyTimeout,
 		// The same client address as the request log's remote.
 		ClientAddr: ipExtractor(s.cfg.TrustedProxies),
+		// Its connection is a sender's from then on (connLimit).
+		Verified: requestVerified,
 	})
 	adm := h.Admission()
 	s.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
