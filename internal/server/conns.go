@@ -22,14 +22,17 @@ import (
 // bound is kept for senders:
 //
 //   - Up to seven eighths of it, any connection is accepted.
-//   - In the last eighth, only one from an address whose strangers'
-//     connections, and those of each of its blocks (its /24; an IPv6
-//     address's /48, /56 and /64: see webhooks.Blocks), are fewer than
-//     their share: the bound split equally among the /24s and /48s holding
-//     strangers' connections and one more (a newcomer's), each one's part
-//     among its sub-blocks holding some, and never fewer than minConnShare.
-//     A thousand addresses of one /24 thus share one /24's part. A sender's
-//     connections count in no share.
+//   - In the last eighth, only one from an address (an IPv6 /64) whose
+//     strangers' connections are fewer than its share: the bound split
+//     equally among the /24s and /48s holding strangers' connections and
+//     one more (a newcomer's), each one's part equally among its
+//     sub-blocks holding some (an IPv6 /48's among its /56s, theirs among
+//     their /64s; a /24's among its addresses: see webhooks.Blocks). An
+//     address whose share is smaller still gets up to minConnShare, unless
+//     one of its blocks holds its own part (and minConnShare) already. The
+//     addresses of one /24 thus share one /24's part, and a sender in an
+//     attacker's /24 keeps its own part of it. A sender's connections
+//     count in no share.
 //   - At the bound, a connection admitted by the shares closes the one
 //     that has waited longest of, in this order: the strangers' idle
 //     connections (new ones included: nothing has come on them), the
@@ -157,7 +160,7 @@ func (l *connLimit) admit(tc *trackedConn) (ok bool, victim *trackedConn) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.open >= l.max-l.reserve {
-		if _, full := l.strangers.Full(tc.blocks, int64(l.max), 1, minConnShare); full {
+		if !l.strangers.Admits(tc.blocks, int64(l.max), 1, minConnShare) {
 			l.m.refused.WithLabelValues(refusedOverShare).Inc()
 			return false, nil
 		}

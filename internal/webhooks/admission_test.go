@@ -169,6 +169,31 @@ func TestBlockShares(t *testing.T) {
 	if len(tr.nodes) != 0 || tr.Top() != 0 {
 		t.Errorf("after every holder left: %d blocks, %d top", len(tr.nodes), tr.Top())
 	}
+
+	// Admits: below its share, or below least while no block of its
+	// holds its own part.
+	for i := range 9 {
+		tr.Enter(blocksOf(fmt.Sprintf("10.0.0.%d", i+1)))
+	}
+	admits := func(a string) bool { return tr.Admits(blocksOf(a), 16, 0, 4) }
+	// The /24's part is 16, an address's 16/9: each holds 1, less than 4,
+	// and the /24 holds 9 of its 16.
+	if !admits("10.0.0.1") {
+		t.Error("an address holding 1, its /24 under its part, was refused its least")
+	}
+	for range 7 {
+		tr.Enter(blocksOf("10.0.0.1"))
+	}
+	// The /24 holds its part: no least any more, only shares.
+	if admits("10.0.0.2") {
+		t.Error("an address at its share was admitted below least, its /24 holding its part")
+	}
+	if !admits("10.0.0.99") {
+		t.Error("a new address of a full /24 was refused its own part")
+	}
+	if !admits("10.0.1.1") {
+		t.Error("an address of another /24 was refused")
+	}
 }
 
 // TestAdmissionSharesByBlock: sixteen /64s of one /48 fill the budget; a

@@ -142,37 +142,39 @@ func (t *BlockTree) Top() int { return t.top }
 // counts as one more where it would be (a newcomer's share).
 func (t *BlockTree) Share(b Blocks, total int64, reserve int) int64 {
 	var share int64
-	t.walk(b, total, reserve, func(_ netip.Prefix, _ int, s int64) bool {
+	t.walk(b, total, reserve, func(_, s int64) bool {
 		share = s
 		return true
 	})
 	return share
 }
 
-// Full returns the coarsest of b's blocks whose holders are at least its
-// share (as Share computes it for each block of the path), or at least
-// least, whichever is more: one more holder of b would take it beyond.
-func (t *BlockTree) Full(b Blocks, total int64, reserve int, least int64) (netip.Prefix, bool) {
-	var full netip.Prefix
-	found := false
-	t.walk(b, total, reserve, func(p netip.Prefix, holders int, share int64) bool {
-		if int64(holders) >= max(share, least) {
-			full, found = p, true
-			return false
+// Admits reports whether b's finest block may count one more holder: it
+// holds fewer than its share (as Share computes it); or, a share being
+// smaller than least, it and each of its blocks hold fewer than least or
+// than their own part. However finely the budget is split, an address
+// thus gets least, unless its block already holds its part: a thousand
+// addresses of one block do not each get least.
+func (t *BlockTree) Admits(b Blocks, total int64, reserve int, least int64) bool {
+	ok := true
+	var leaf, leafShare int64
+	t.walk(b, total, reserve, func(holders, share int64) bool {
+		leaf, leafShare = holders, share
+		if holders >= max(share, least) {
+			ok = false
 		}
 		return true
 	})
-	return full, found
+	return leaf < leafShare || ok
 }
 
-// walk calls f with each of b's blocks, the coarsest first, how many
-// holders it counts, and its share of total, until f returns false.
-func (t *BlockTree) walk(b Blocks, total int64, reserve int, f func(p netip.Prefix, holders int, share int64) bool) {
+// walk calls f with each of b's blocks, the coarsest first: how many
+// holders it counts, and its part of total; until f returns false.
+func (t *BlockTree) walk(b Blocks, total int64, reserve int, f func(holders, share int64) bool) {
 	share := total
 	var parent *blockNode
 	for i := range b.n {
-		p := b.p[i]
-		n := t.nodes[p]
+		n := t.nodes[b.p[i]]
 		var among, holders int
 		switch {
 		case i == 0:
@@ -186,7 +188,7 @@ func (t *BlockTree) walk(b Blocks, total int64, reserve int, f func(p netip.Pref
 			holders = n.holders
 		}
 		share /= int64(max(among, 1))
-		if !f(p, holders, share) {
+		if !f(int64(holders), share) {
 			return
 		}
 		parent = n
