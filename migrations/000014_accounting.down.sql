@@ -3,6 +3,7 @@
 -- said (Stripe's refund events, a Paddle adjustment not approved) goes;
 -- an approved Paddle adjustment stays, as the figure it was.
 DELETE FROM refunds WHERE refund_id IS NOT NULL AND NOT (refund_id = charge_id AND effect = 'counts');
+DROP FUNCTION IF EXISTS refunded_cents(TEXT);
 ALTER TABLE refunds
     DROP CONSTRAINT IF EXISTS refunds_object_check,
     DROP CONSTRAINT IF EXISTS refunds_effect_check,

@@ -27,6 +27,36 @@ ALTER TABLE refunds
     ADD CONSTRAINT refunds_effect_check CHECK (effect IN ('counts', 'awaits', 'void')),
     ADD CONSTRAINT refunds_object_check CHECK ((refund_id IS NULL) = (effect IS NULL));
 
+-- What the payment whose id is payment (a Stripe payment intent, Paddle's
+-- transaction, Polar's order) has had refunded, from its rows: per charge,
+-- its newest figure (of one second, the larger; a figure without a time,
+-- Polar's, the largest), less the refunds that figure counted (made no
+-- later than it) and that are void since, never below nothing, plus the
+-- refunds that count now. A refund object's state is its newest event's,
+-- a void one final. internal/orders calls it for every order it inserts
+-- and every refund it records, and explains it; one definition, in the
+-- database, so that operators can ask it too: SELECT refunded_cents('pi_…').
+CREATE FUNCTION refunded_cents(payment TEXT) RETURNS BIGINT
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+    RETURN (
+        WITH r AS (SELECT * FROM refunds WHERE payment_intent_id = payment),
+        figure AS (SELECT DISTINCT ON (charge_id) charge_id, amount_refunded AS amount, event_at AS at
+                   FROM r WHERE refund_id IS NULL
+                   ORDER BY charge_id, event_at DESC NULLS LAST, amount_refunded DESC),
+        object AS (SELECT refund_id, max(charge_id) AS charge_id, max(amount_refunded) AS amount,
+                          (array_agg(effect ORDER BY effect = 'void' DESC, event_at DESC, effect = 'counts' DESC))[1] AS effect,
+                          min(coalesce(refund_created_at, event_at)) AS made,
+                          min(event_at) FILTER (WHERE effect = 'void') AS voided
+                   FROM r WHERE refund_id IS NOT NULL GROUP BY refund_id)
+        SELECT coalesce(sum(
+                 greatest(coalesce(f.amount, 0) - coalesce((SELECT sum(o.amount) FROM object o
+                     WHERE o.charge_id = c.charge_id AND o.made <= f.at AND (o.voided IS NULL OR o.voided > f.at)), 0), 0)
+               + coalesce((SELECT sum(o.amount) FROM object o WHERE o.charge_id = c.charge_id AND o.effect = 'counts'), 0)), 0)::bigint
+        FROM (SELECT charge_id FROM figure UNION SELECT charge_id FROM object) AS c
+        LEFT JOIN figure f ON f.charge_id = c.charge_id);
+END $$;
+
 -- The rows written before: when each event happened, read from its stored
 -- body (Stripe's created, Paddle's occurred_at), else when it was received.
 -- A body that cannot be read as JSON gives NULL, never an error.

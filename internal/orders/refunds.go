@@ -106,24 +106,11 @@ func nullTime(t time.Time) any {
 }
 
 // refundedSQL is the amount refunded of the payment whose id is the
-// expression pi, added up as the comment at the top of this file says: 0
-// when nothing is recorded, or pi is empty.
+// expression pi, added up as the comment at the top of this file says, by
+// the function refunded_cents of migration 000014 (one definition, which
+// operators can call too): 0 when nothing is recorded, or pi is NULL.
 func refundedSQL(pi string) string {
-	return `(WITH r AS (SELECT * FROM refunds WHERE payment_intent_id = ` + pi + `),
-     figure AS (SELECT DISTINCT ON (charge_id) charge_id, amount_refunded AS amount, event_at AS at
-                FROM r WHERE refund_id IS NULL
-                ORDER BY charge_id, event_at DESC NULLS LAST, amount_refunded DESC),
-     object AS (SELECT refund_id, max(charge_id) AS charge_id, max(amount_refunded) AS amount,
-                       (array_agg(effect ORDER BY effect = 'void' DESC, event_at DESC, effect = 'counts' DESC))[1] AS effect,
-                       min(coalesce(refund_created_at, event_at)) AS made,
-                       min(event_at) FILTER (WHERE effect = 'void') AS voided
-                FROM r WHERE refund_id IS NOT NULL GROUP BY refund_id)
-SELECT coalesce(sum(
-         greatest(coalesce(f.amount, 0) - coalesce((SELECT sum(o.amount) FROM object o
-             WHERE o.charge_id = c.charge_id AND o.made <= f.at AND (o.voided IS NULL OR o.voided > f.at)), 0), 0)
-       + coalesce((SELECT sum(o.amount) FROM object o WHERE o.charge_id = c.charge_id AND o.effect = 'counts'), 0)), 0)::bigint
-FROM (SELECT charge_id FROM figure UNION SELECT charge_id FROM object) AS c
-LEFT JOIN figure f ON f.charge_id = c.charge_id)`
+	return `coalesce(refunded_cents(` + pi + `), 0)`
 }
 
 // statusSQL is the status of an order whose payment stands, by the amount
