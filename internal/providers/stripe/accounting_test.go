@@ -241,14 +241,13 @@ VALUES ('evt_old_paddle_adj', 'txn_old', 'adj_old', 1000, 'usd'),
 }
 
 // TestPeriodicCatchUpTypes: the periodic catch-up filters on at most the 20
-// types Stripe's Events API takes, and lists what brings a refund's
-// failure back: refund.failed (API versions from 2024-10-28.acacia) and
-// charge.refund.updated (before).
+// types Stripe's Events API takes, and lists what brings a charge's refund
+// and its failure back: charge.refunded and charge.refund.updated.
 func TestPeriodicCatchUpTypes(t *testing.T) {
 	if n := len(stripe.CatchUpTypes); n > stripe.MaxListTypes {
 		t.Errorf("the periodic catch-up lists %d types, Stripe takes %d", n, stripe.MaxListTypes)
 	}
-	for _, typ := range []string{"charge.refunded", "refund.failed", "charge.refund.updated", "charge.dispute.closed"} {
+	for _, typ := range []string{"charge.refunded", "charge.refund.updated", "charge.dispute.closed", "invoice.created"} {
 		if !slices.Contains(stripe.CatchUpTypes, typ) {
 			t.Errorf("the periodic catch-up does not list %s", typ)
 		}

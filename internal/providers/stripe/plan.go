@@ -44,19 +44,18 @@ var handledTypes = []string{
 // API filters on at most MaxListTypes, so it leaves out events whose state
 // others it lists carry too: the two dispute events that only move money
 // (funds_withdrawn, funds_reinstated: the dispute's other events carry its
-// state); invoice.created (invoice.finalized writes the same pending
-// invoice, and invoice.paid the paid one); refund.created (the charge's
-// charge.refunded counts the new refund) and refund.updated (a refund's
-// failure is also a refund.failed from API version 2024-10-28.acacia, a
-// charge.refund.updated before it; a cancellation, of the rare refunds
-// that wait for the customer, is left to `reconcile stripe` without
-// --types, which lists every type).
+// state), and the refund.* events (charge.refunded counts a refund made;
+// charge.refund.updated, which Stripe sends for the refunds of a charge,
+// card refunds among them, carries a refund's failure). A failure or
+// cancellation that only a refund.* event tells (a refund of another
+// payment method, from API version 2024-10-28.acacia) is brought back by
+// `reconcile stripe` without --types, which lists every type.
 var catchUpTypes = func() []string {
 	var out []string
 	for _, t := range handledTypes {
 		switch t {
-		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated", "invoice.created",
-			"refund.created", "refund.updated":
+		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
+			"refund.created", "refund.updated", "refund.failed":
 		default:
 			out = append(out, t)
 		}
