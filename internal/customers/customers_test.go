@@ -2,11 +2,13 @@ package customers_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paywebhooks/receiver/internal/customers"
 	"github.com/paywebhooks/receiver/internal/pgtest"
@@ -97,5 +99,228 @@ ANALYZE customers`); err != nil {
 	}
 	if strings.Join(indexes, ",") != "customers_pkey" {
 		t.Errorf("indexes of customers: %v, want only customers_pkey (an index no query reads costs every upsert)", indexes)
+	}
+}
+
+// txQueue runs each queued write at once in tx, an event's transaction the
+// test holds open, marked as the claim's holder.
+type txQueue struct {
+	t  *testing.T
+	tx pgx.Tx
+}
+
+func begin(t *testing.T, pool interface {
+	Begin(context.Context) (pgx.Tx, error)
+}) txQueue {
+	t.Helper()
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	// A statement that waits for a row lock fails instead of hanging the
+	// test: nothing in these tests waits unless the test says it must.
+	if _, err := tx.Exec(t.Context(), `SELECT set_config('receiver.claim', 'yes', true), set_config('lock_timeout', '10s', true)`); err != nil {
+		t.Fatal(err)
+	}
+	return txQueue{t, tx}
+}
+
+func (q txQueue) Exec(sql string, args ...any) {
+	if _, err := q.tx.Exec(q.t.Context(), sql, args...); err != nil {
+		q.t.Fatal(err)
+	}
+}
+
+func (q txQueue) commit() {
+	if err := q.tx.Commit(q.t.Context()); err != nil {
+		q.t.Fatal(err)
+	}
+}
+
+func (q txQueue) xid() string {
+	var x string
+	if err := q.tx.QueryRow(q.t.Context(), `SELECT pg_current_xact_id()::xid::text`).Scan(&x); err != nil {
+		q.t.Fatal(err)
+	}
+	return x
+}
+
+// row is the customer's row as text, and the transaction that wrote its
+// version (xmin).
+func row(t *testing.T, pool *pgxpool.Pool, id string) (state, xmin string) {
+	t.Helper()
+	err := pool.QueryRow(t.Context(), `
+SELECT format('%s %s %s %s', email, coalesce(account_id, '-'), to_char(event_at AT TIME ZONE 'UTC', 'HH24:MI:SS'), provider_event_id), xmin::text
+FROM customers WHERE source = 'stripe' AND customer_id = $1`, id).Scan(&state, &xmin)
+	if err != nil {
+		t.Fatalf("customer %s: %v", id, err)
+	}
+	return state, xmin
+}
+
+// TestNewestAddressWins: whatever the order of arrival, the newest event's
+// address is kept; of events of the same time, the later arrival's. An
+// event that gives the address already kept, at a later time, records its
+// time, so that an older event with another address does not win over it
+// afterwards.
+func TestNewestAddressWins(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	type ev struct {
+		email, account string
+		sec            int
+	}
+	for _, tc := range []struct {
+		name   string
+		events []ev
+		want   string
+	}{
+		{"NewerLater", []ev{{"a@x", "", 1}, {"b@x", "", 2}}, "b@x - 10:00:02 evt_1"},
+		{"OlderLater", []ev{{"b@x", "", 2}, {"a@x", "", 1}}, "b@x - 10:00:02 evt_0"},
+		{"SameTimeLaterArrivalWins", []ev{{"a@x", "", 1}, {"b@x", "", 1}}, "b@x - 10:00:01 evt_1"},
+		{"SameTimeLaterArrivalWinsBack", []ev{{"a@x", "", 1}, {"b@x", "", 1}, {"a@x", "", 1}}, "a@x - 10:00:01 evt_2"},
+		{"SameAddressSameTimeKeepsFirst", []ev{{"a@x", "", 1}, {"a@x", "", 1}}, "a@x - 10:00:01 evt_0"},
+		// a@x at 3 is the newest: b@x at 2, arriving last, must not win.
+		{"NewerSameAddressRecordsItsTime", []ev{{"a@x", "", 1}, {"a@x", "", 3}, {"b@x", "", 2}}, "a@x - 10:00:03 evt_1"},
+		{"AccountKeptFromTheFirstNotOlder", []ev{{"a@x", "", 2}, {"a@x", "acct_1", 1}, {"a@x", "acct_2", 2}, {"a@x", "acct_3", 2}}, "a@x acct_2 10:00:02 evt_2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := "cus_" + tc.name
+			for i, e := range tc.events {
+				q := begin(t, pool)
+				customers.Remember(q, customers.Customer{Source: "stripe", ID: id, Email: e.email, AccountID: e.account,
+					EventID: "evt_" + strconv.Itoa(i), At: at.Add(time.Duration(e.sec) * time.Second)})
+				q.commit()
+			}
+			if got, _ := row(t, pool, id); got != tc.want {
+				t.Errorf("customer: %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestUnchangedAddressLocksNothing: an event that gives the address and time
+// already recorded neither writes the customer's row nor locks it, so that
+// another event of the same customer goes on while the first is still
+// uncommitted. Where an event does change the row (here, the first of a
+// later second), another one that would make the same change waits for its
+// commit only, and then writes nothing.
+func TestUnchangedAddressLocksNothing(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	c := customers.Customer{Source: "stripe", ID: "cus_A", Email: "a@example.com", EventID: "evt_0", At: at}
+	q := begin(t, pool)
+	customers.Remember(q, c)
+	q.commit()
+	_, created := row(t, pool, "cus_A")
+
+	// Two events of the same second, both open: neither waits (lock_timeout
+	// would fail the second), neither writes.
+	q1, q2 := begin(t, pool), begin(t, pool)
+	c.EventID = "evt_1"
+	customers.Remember(q1, c)
+	c.EventID = "evt_2"
+	customers.Remember(q2, c)
+	q2.commit()
+	q1.commit()
+	if state, xmin := row(t, pool, "cus_A"); xmin != created || state != "a@example.com - 10:00:00 evt_0" {
+		t.Errorf("after two events that change nothing: %s written by %s, want the row of %s untouched", state, xmin, created)
+	}
+
+	// The first event of the next second records its time: it locks the
+	// row until its commit. Another of that second waits for that commit,
+	// finds the time recorded, and writes nothing.
+	q1, q2 = begin(t, pool), begin(t, pool)
+	c.At, c.EventID = at.Add(time.Second), "evt_3"
+	customers.Remember(q1, c)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.EventID = "evt_4"
+		sql, args := queued(c)
+		if _, err := q2.tx.Exec(context.Background(), sql, args...); err != nil {
+			t.Error(err)
+		}
+	}()
+	waitForLockWait(t, pool)
+	writer := q1.xid()
+	q1.commit()
+	<-done
+	q2.commit()
+	if state, xmin := row(t, pool, "cus_A"); xmin != writer || state != "a@example.com - 10:00:01 evt_3" {
+		t.Errorf("after the next second's two events: %s written by %s, want the first's (%s) only", state, xmin, writer)
+	}
+}
+
+// TestFirstEventsAtOnce: two first events of a new customer in transactions
+// open at once: the second meets the first's row, waits for its commit and
+// applies the same rule to it, so that the newer address wins whichever
+// commits first.
+func TestFirstEventsAtOnce(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	older := customers.Customer{Source: "stripe", Email: "old@example.com", EventID: "evt_old", At: at}
+	newer := customers.Customer{Source: "stripe", Email: "new@example.com", EventID: "evt_new", At: at.Add(time.Second)}
+	for _, tc := range []struct {
+		name          string
+		first, second customers.Customer
+	}{{"NewerFirst", newer, older}, {"OlderFirst", older, newer}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.first.ID, tc.second.ID = "cus_"+tc.name, "cus_"+tc.name
+			q1, q2 := begin(t, pool), begin(t, pool)
+			customers.Remember(q1, tc.first)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				sql, args := queued(tc.second)
+				if _, err := q2.tx.Exec(context.Background(), sql, args...); err != nil {
+					t.Error(err)
+				}
+			}()
+			waitForLockWait(t, pool)
+			q1.commit()
+			<-done
+			q2.commit()
+			if got, _ := row(t, pool, tc.first.ID); got != "new@example.com - 10:00:01 evt_new" {
+				t.Errorf("customer: %q, want the newer event's address", got)
+			}
+		})
+	}
+}
+
+// recorder keeps the one write Remember queues, for a test that runs it on
+// a goroutine of its own.
+type recorder struct {
+	sql  string
+	args []any
+}
+
+func (r *recorder) Exec(sql string, args ...any) { r.sql, r.args = sql, args }
+
+func queued(c customers.Customer) (string, []any) {
+	var r recorder
+	customers.Remember(&r, c)
+	return r.sql, r.args
+}
+
+// waitForLockWait waits until a backend of the test's database waits for a
+// lock (another transaction's row or tuple).
+func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var n int
+		if err := pool.QueryRow(t.Context(), `
+SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no backend waited for a lock")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

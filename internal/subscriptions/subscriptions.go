@@ -11,8 +11,9 @@
 // more than once. A row therefore keeps when its state was true: event_at,
 // the time of the last event applied (Stripe's signed created, in seconds;
 // Paddle's occurred_at; Polar's modified_at), and each event is one
-// statement, INSERT … ON CONFLICT DO UPDATE … WHERE, that the database
-// decides alone (no read first):
+// statement that the database decides alone (no read first), an UPDATE of
+// the row where the rules below let the event change it and an INSERT
+// where the row is absent:
 //
 //   - an event older than the last one applied changes nothing;
 //   - an event of the same time is applied: within one tick of the
@@ -25,7 +26,12 @@
 //     does nothing;
 //   - a final status (Stripe's canceled and incomplete_expired, Paddle's
 //     canceled: the provider never moves such a subscription again) is
-//     never left, whatever arrives later.
+//     never left, whatever arrives later;
+//   - an event that leaves the row as it is (the same state, of a time
+//     already recorded; any event of a subscription already ended) neither
+//     writes the row nor locks it, so that events of one subscription do
+//     not wait for each other's commits for nothing. An event of a later
+//     time with the same state writes its time only.
 //
 // Writes are queued on the event's transaction (a webhooks.Plan), each
 // conditional on receiver_claimed() (a copy of the event skips it). The
@@ -35,6 +41,7 @@
 package subscriptions
 
 import (
+	"strings"
 	"time"
 )
 
@@ -60,13 +67,6 @@ type Subscription struct {
 	At time.Time
 }
 
-const insertSQL = `
-INSERT INTO subscriptions AS s (source, external_id, status, customer_id, current_period_end,
-                                cancel_at_period_end, account_id, event_at, provider_event_id)
-SELECT $1, $2, $3, NULLIF($4, ''), $5::timestamptz, $6, NULLIF($7, ''), $8, $9
-WHERE receiver_claimed()
-`
-
 func args(s Subscription) []any {
 	var periodEnd any
 	if !s.CurrentPeriodEnd.IsZero() {
@@ -76,45 +76,102 @@ func args(s Subscription) []any {
 		s.At, s.EventID}
 }
 
-// set is the update of a row to the state of the event being inserted
-// (EXCLUDED), whole: a period end the event does not give (Paddle gives
-// none for a paused or canceled subscription) is none, so that the row is
-// the newest event's state whichever events came before it. Only the
-// customer and the account, which never change, are kept when absent.
+// event is the state an event carries, as a row (e) of the statement, none
+// unless this transaction holds the claim.
+const event = `
+WITH e (source, external_id, status, customer_id, current_period_end, cancel_at_period_end, account_id, event_at,
+        provider_event_id) AS (
+    SELECT $1::text, $2::text, $3::text, NULLIF($4::text, ''), $5::timestamptz, $6::boolean, NULLIF($7::text, ''),
+           $8::timestamptz, $9::text
+    WHERE receiver_claimed()
+)`
+
+// absent inserts the event's state where the subscription had no row when
+// the statement began (its snapshot): a row that is already there is
+// neither written nor locked, nor is a value of the id sequence spent.
+const absent = `
+INSERT INTO subscriptions AS s (source, external_id, status, customer_id, current_period_end,
+                                cancel_at_period_end, account_id, event_at, provider_event_id)
+SELECT * FROM e
+WHERE NOT EXISTS (SELECT FROM subscriptions x WHERE x.source = e.source AND x.external_id = e.external_id)
+ON CONFLICT (source, external_id) DO `
+
+// set is the update of a row s to the state of the event (NEW), whole: a
+// period end the event does not give (Paddle gives none for a paused or
+// canceled subscription) is none, so that the row is the newest event's
+// state whichever events came before it. Only the customer and the
+// account, which never change, are kept when absent.
 const set = `
-    SET status = EXCLUDED.status,
-        customer_id = coalesce(EXCLUDED.customer_id, s.customer_id),
-        current_period_end = EXCLUDED.current_period_end,
-        cancel_at_period_end = EXCLUDED.cancel_at_period_end,
-        account_id = coalesce(s.account_id, EXCLUDED.account_id),
-        event_at = greatest(s.event_at, EXCLUDED.event_at),
-        provider_event_id = EXCLUDED.provider_event_id,
+    SET status = NEW.status,
+        customer_id = coalesce(NEW.customer_id, s.customer_id),
+        current_period_end = NEW.current_period_end,
+        cancel_at_period_end = NEW.cancel_at_period_end,
+        account_id = coalesce(s.account_id, NEW.account_id),
+        event_at = greatest(s.event_at, NEW.event_at),
+        provider_event_id = NEW.provider_event_id,
         updated_at = now()`
+
+// differs holds when the event's state (NEW) is not the row's (s): only then
+// does an event of a time already recorded write the row.
+const differs = `(s.status, s.customer_id, s.current_period_end, s.cancel_at_period_end, s.account_id)
+        IS DISTINCT FROM (NEW.status, coalesce(NEW.customer_id, s.customer_id), NEW.current_period_end,
+                          NEW.cancel_at_period_end, coalesce(s.account_id, NEW.account_id))`
+
+// upsert is the statement that gives a subscription the event's state where
+// cond (of the row s and the event NEW) holds, and creates its row if
+// absent. The row is written, and locked until the commit, only where cond
+// holds: an UPDATE locks only the rows it changes, where an INSERT … ON
+// CONFLICT DO UPDATE locks the row it meets even when its WHERE is false
+// (see internal/webhooks, "What a delivery's transaction may lock"). The
+// insert meets a row only when another event created it after this
+// statement began; it then waits for that event's commit if need be and
+// applies the same cond to it.
+func upsert(cond string) string {
+	on := func(name string) string { return strings.ReplaceAll(name, "NEW.", "EXCLUDED.") }
+	in := func(name string) string { return strings.ReplaceAll(name, "NEW.", "e.") }
+	return event + `, changed AS (
+    UPDATE subscriptions AS s` + in(set) + `
+    FROM e
+    WHERE s.source = e.source AND s.external_id = e.external_id AND ` + in(cond) + `
+)` + absent + `UPDATE` + on(set) + `
+    WHERE ` + on(cond)
+}
+
+var (
+	// An event newer than the last one applied, or of its time with
+	// another state, unless the row's status is final. An event of a newer
+	// time with the same state writes only its time, so that an older
+	// event arriving later is still known as older.
+	applySQL = upsert(`s.status <> ALL ($10) AND (s.event_at < NEW.event_at OR (s.event_at = NEW.event_at AND ` + differs + `))`)
+	// The final state whatever the time, unless the row's status is
+	// already final.
+	endSQL    = upsert(`s.status <> ALL ($10) AND (s.event_at < NEW.event_at OR ` + differs + `)`)
+	insertSQL = event + absent + `NOTHING`
+)
 
 // Insert records s if the subscription has no row yet, and otherwise
 // changes nothing: Stripe's customer.subscription.created, the first state
 // of a subscription, which any other event of it supersedes.
 func Insert(q Queue, s Subscription) {
-	q.Exec(insertSQL+`ON CONFLICT (source, external_id) DO NOTHING`, args(s)...)
+	q.Exec(insertSQL, args(s)...)
 }
 
 // Apply gives the subscription s's state, creating its row if absent,
 // unless the last event applied to it is newer than s (an event of the
 // same time is applied: the later arrival wins) or its status is one of
-// final.
+// final. An event that leaves the row as it is neither writes nor locks it.
 func Apply(q Queue, s Subscription, final []string) {
-	q.Exec(insertSQL+`ON CONFLICT (source, external_id) DO UPDATE`+set+`
-    WHERE s.status <> ALL ($10) AND EXCLUDED.event_at >= s.event_at`, append(args(s), final)...)
+	q.Exec(applySQL, append(args(s), final)...)
 }
 
 // End gives the subscription s's state, which must be one of final,
 // whatever the time of the last event applied, unless its status is
 // already final: the event that ends a subscription (Stripe's
 // customer.subscription.deleted) is its last, even when an event of the
-// same second arrives after it.
+// same second arrives after it. A subscription already ended is neither
+// written nor locked.
 func End(q Queue, s Subscription, final []string) {
-	q.Exec(insertSQL+`ON CONFLICT (source, external_id) DO UPDATE`+set+`
-    WHERE s.status <> ALL ($10)`, append(args(s), final)...)
+	q.Exec(endSQL, append(args(s), final)...)
 }
 
 // Notice records that the subscription's customer is to be told notice
