@@ -20,21 +20,18 @@
 // the disk one behind the other. So an event takes the row's lock only when
 // it changes the row, which an event of the same address and of a time
 // already recorded never does (see internal/webhooks, "What a delivery's
-// transaction may lock"): Remember is an UPDATE whose WHERE holds only for
-// a real change (PostgreSQL locks only the rows an UPDATE changes, where an
-// INSERT … ON CONFLICT DO UPDATE locks the row it conflicts with even when
-// its WHERE is false), and the INSERT of a new customer runs only when the
-// row was absent. A real change is a different address from an event not
-// older than the recorded one, or the first event of a later second (its
-// time is recorded, so that an older event's different address cannot win
-// over it later): with one address, once per customer and second at most,
-// and an event of the customer then waits at most for the commit of the
-// one that changed the row.
+// transaction may lock"). A real change is a different address from an
+// event not older than the recorded one, or the first event of a later
+// second (its time is recorded, so that an older event's different address
+// cannot win over it later): with one address, once per customer and
+// second at most, and an event of the customer then waits at most for the
+// commit of the one that changed the row. The first events of a new
+// customer, which arrive together, wait for the commit of the one that
+// inserted the row, and not for each other.
 package customers
 
 import (
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -53,41 +50,33 @@ type Customer struct {
 	At        time.Time // when that event happened, as the provider signed it
 }
 
-// An event (its row named NEW) is applied to the customer's row c unless
-// it is older than the last event applied; it changes the row when it is
-// newer, or of the same time with another address or the first account.
-// changeSet is the SET of both the UPDATE and the insert's ON CONFLICT,
-// changes their condition.
+// The customer's row is written by two statements, queued one after the
+// other on the event's transaction (one round trip still), each deciding
+// alone. The first inserts the row where the customer had none; where
+// another event inserts it at the same time, it waits for that event's
+// commit (once: the insert that meets a row does nothing, and locks
+// nothing) and leaves the row to the second. The second, with a snapshot
+// taken after the first, updates the row where the event changes it: an
+// event is applied unless it is older than the last one applied, and
+// changes the row when it is newer, or of the same time with another
+// address or the first account. (One statement cannot do both without a
+// lock: an INSERT … ON CONFLICT DO UPDATE locks the row it meets even when
+// its WHERE is false, and the events of a new customer, which arrive
+// together, would then wait for each other's commits one after the other.)
 const (
-	changeSet = `
-    SET email = NEW.email, account_id = coalesce(c.account_id, NEW.account_id),
-        event_at = NEW.event_at, provider_event_id = NEW.provider_event_id, updated_at = now()`
-	changes = `(c.event_at < NEW.event_at
-        OR (c.event_at = NEW.event_at
-            AND (c.email IS DISTINCT FROM NEW.email OR (c.account_id IS NULL AND NEW.account_id IS NOT NULL))))`
+	insertSQL = `
+INSERT INTO customers (source, customer_id, email, account_id, event_at, provider_event_id)
+SELECT $1, $2, $3, NULLIF($4, ''), $5, $6
+WHERE receiver_claimed() AND NOT EXISTS (SELECT FROM customers c WHERE c.source = $1 AND c.customer_id = $2)
+ON CONFLICT (source, customer_id) DO NOTHING`
+	updateSQL = `
+UPDATE customers AS c
+SET email = $3, account_id = coalesce(c.account_id, NULLIF($4, '')), event_at = $5, provider_event_id = $6,
+    updated_at = now()
+WHERE c.source = $1 AND c.customer_id = $2 AND receiver_claimed()
+  AND (c.event_at < $5
+       OR (c.event_at = $5 AND (c.email IS DISTINCT FROM $3 OR (c.account_id IS NULL AND $4 <> ''))))`
 )
-
-// rememberSQL is one statement, decided by the database alone: the event's
-// row (e, none unless this transaction holds the claim), the UPDATE of the
-// customer's row where the event changes it, and the INSERT of the row
-// where it was absent. Both read the statement's snapshot: when another
-// event inserts the customer meanwhile, the insert meets its row, waits
-// for its commit if need be and applies the same rule to it (the only
-// case in which it locks a row it leaves unchanged: two first events of a
-// customer at once).
-var rememberSQL = `
-WITH e (source, customer_id, email, account_id, event_at, provider_event_id) AS (
-    SELECT $1::text, $2::text, $3::text, NULLIF($4::text, ''), $5::timestamptz, $6::text WHERE receiver_claimed()
-), changed AS (
-    UPDATE customers AS c` + strings.ReplaceAll(changeSet, "NEW.", "e.") + `
-    FROM e
-    WHERE c.source = e.source AND c.customer_id = e.customer_id AND ` + strings.ReplaceAll(changes, "NEW.", "e.") + `
-)
-INSERT INTO customers AS c (source, customer_id, email, account_id, event_at, provider_event_id)
-SELECT * FROM e
-WHERE NOT EXISTS (SELECT FROM customers x WHERE x.source = e.source AND x.customer_id = e.customer_id)
-ON CONFLICT (source, customer_id) DO UPDATE` + strings.ReplaceAll(changeSet, "NEW.", "EXCLUDED.") + `
-    WHERE ` + strings.ReplaceAll(changes, "NEW.", "EXCLUDED.")
 
 // Remember records c's address unless a newer event gave one. A customer
 // with no id or no address records nothing; an event that changes nothing
@@ -96,7 +85,9 @@ func Remember(q Queue, c Customer) {
 	if c.ID == "" || c.Email == "" {
 		return
 	}
-	q.Exec(rememberSQL, c.Source, c.ID, c.Email, c.AccountID, c.At, c.EventID)
+	args := []any{c.Source, c.ID, c.Email, c.AccountID, c.At, c.EventID}
+	q.Exec(insertSQL, args...)
+	q.Exec(updateSQL, args...)
 }
 
 // WithAddress turns a step condition (webhooks.Plan.StepIf) into one that

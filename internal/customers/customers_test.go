@@ -238,10 +238,7 @@ func TestUnchangedAddressLocksNothing(t *testing.T) {
 	go func() {
 		defer close(done)
 		c.EventID = "evt_4"
-		sql, args := queued(c)
-		if _, err := q2.tx.Exec(context.Background(), sql, args...); err != nil {
-			t.Error(err)
-		}
+		rememberOn(t, q2.tx, c)
 	}()
 	waitForLockWait(t, pool)
 	writer := q1.xid()
@@ -256,7 +253,8 @@ func TestUnchangedAddressLocksNothing(t *testing.T) {
 // TestFirstEventsAtOnce: two first events of a new customer in transactions
 // open at once: the second meets the first's row, waits for its commit and
 // applies the same rule to it, so that the newer address wins whichever
-// commits first.
+// commits first. A third, of the first's address and time, waits for the
+// same commit, not for the second's.
 func TestFirstEventsAtOnce(t *testing.T) {
 	pool := pgtest.NewPool(t)
 	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
@@ -273,10 +271,7 @@ func TestFirstEventsAtOnce(t *testing.T) {
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				sql, args := queued(tc.second)
-				if _, err := q2.tx.Exec(context.Background(), sql, args...); err != nil {
-					t.Error(err)
-				}
+				rememberOn(t, q2.tx, tc.second)
 			}()
 			waitForLockWait(t, pool)
 			q1.commit()
@@ -289,38 +284,155 @@ func TestFirstEventsAtOnce(t *testing.T) {
 	}
 }
 
-// recorder keeps the one write Remember queues, for a test that runs it on
+// recorder keeps the writes Remember queues, for a test that runs them on
 // a goroutine of its own.
-type recorder struct {
+type recorder []struct {
 	sql  string
 	args []any
 }
 
-func (r *recorder) Exec(sql string, args ...any) { r.sql, r.args = sql, args }
+func (r *recorder) Exec(sql string, args ...any) {
+	*r = append(*r, struct {
+		sql  string
+		args []any
+	}{sql, args})
+}
 
-func queued(c customers.Customer) (string, []any) {
+// rememberOn runs Remember's writes of c in tx, as the event's pipeline
+// would, from a goroutine of the test's.
+func rememberOn(t *testing.T, tx pgx.Tx, c customers.Customer) {
 	var r recorder
 	customers.Remember(&r, c)
-	return r.sql, r.args
+	for _, w := range r {
+		if _, err := tx.Exec(context.Background(), w.sql, w.args...); err != nil {
+			t.Error(err)
+			return
+		}
+	}
 }
 
 // waitForLockWait waits until a backend of the test's database waits for a
 // lock (another transaction's row or tuple).
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
+	waitForLockWaits(t, pool, 1)
+}
+
+// waitForLockWaits waits until n backends of the test's database wait for
+// a lock.
+func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	// A connection of its own: the pool's may all be in the test's
+	// transactions.
+	conn, err := pgx.ConnectConfig(t.Context(), pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var n int
-		if err := pool.QueryRow(t.Context(), `
-SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+		var waiting int
+		if err := conn.QueryRow(t.Context(), `
+SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
+		if waiting >= n {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("no backend waited for a lock")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestFirstEventsWaitForOneCommit: the events of a new customer arrive
+// together (a checkout's session, customer and invoices): while the first
+// one's insert is uncommitted, the others wait for its commit, and once it
+// commits they go on without waiting for each other, and write nothing.
+func TestFirstEventsWaitForOneCommit(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	c := customers.Customer{Source: "stripe", ID: "cus_new", Email: "new@example.com", EventID: "evt_0",
+		At: time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)}
+	q1 := begin(t, pool)
+	customers.Remember(q1, c)
+	others := []txQueue{begin(t, pool), begin(t, pool), begin(t, pool)}
+	done := make(chan struct{}, len(others))
+	for i, q := range others {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			c := c
+			c.EventID = "evt_" + strconv.Itoa(i+1)
+			rememberOn(t, q.tx, c)
+		}()
+	}
+	waitForLockWaits(t, pool, len(others))
+	writer := q1.xid()
+	q1.commit()
+	for range others {
+		<-done // none waits for another's commit: lock_timeout would fail it
+	}
+	for _, q := range others {
+		q.commit()
+	}
+	if state, xmin := row(t, pool, "cus_new"); xmin != writer || state != "new@example.com - 10:00:00 evt_0" {
+		t.Errorf("customer: %s written by %s, want the first event's row (%s) only", state, xmin, writer)
+	}
+}
+
+// TestStatementsPlannedOnce: Remember's statements are planned once per
+// connection and then reused (a generic plan per execution), as every
+// statement of an event's transaction is (see internal/webhooks).
+func TestStatementsPlannedOnce(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	conn, err := pool.Acquire(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(t.Context(), `
+INSERT INTO customers (source, customer_id, email, event_at, provider_event_id)
+SELECT 'stripe', 'cus_' || g, 'c' || g || '@example.com', now(), 'evt_c' || g FROM generate_series(1, 20000) g;
+ANALYZE customers`); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for i := range 20 {
+		tx, err := conn.Begin(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		q := txQueue{t, tx}
+		if _, err := tx.Exec(t.Context(), `SELECT set_config('receiver.claim', 'yes', true)`); err != nil {
+			t.Fatal(err)
+		}
+		// New customers, known ones with the same address, and known ones
+		// with a new one.
+		customers.Remember(q, customers.Customer{Source: "stripe", ID: "cus_" + strconv.Itoa(30000+i), Email: "n@example.com", EventID: "evt_n", At: at})
+		customers.Remember(q, customers.Customer{Source: "stripe", ID: "cus_" + strconv.Itoa(100+i), Email: "c" + strconv.Itoa(100+i) + "@example.com", EventID: "evt_s", At: at})
+		customers.Remember(q, customers.Customer{Source: "stripe", ID: "cus_" + strconv.Itoa(200+i), Email: "x@example.com", EventID: "evt_x", At: time.Now()})
+		q.commit()
+	}
+	rows, err := conn.Query(t.Context(), `
+SELECT left(regexp_replace(statement, '\s+', ' ', 'g'), 60), generic_plans, custom_plans
+FROM pg_prepared_statements WHERE statement ~ 'customers' AND statement !~ 'pg_prepared_statements'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type plans struct {
+		Stmt            string
+		Generic, Custom int64
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[plans])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("prepared statements of customers: %+v, want Remember's two", got)
+	}
+	for _, p := range got {
+		if p.Custom > 5 { // PostgreSQL tries 5 custom plans before it compares
+			t.Errorf("%s: planned anew %d times in 60 executions (generic %d)", p.Stmt, p.Custom, p.Generic)
+		}
 	}
 }

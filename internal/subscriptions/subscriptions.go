@@ -10,10 +10,10 @@
 // event happened, and providers deliver such events late, out of order and
 // more than once. A row therefore keeps when its state was true: event_at,
 // the time of the last event applied (Stripe's signed created, in seconds;
-// Paddle's occurred_at; Polar's modified_at), and each event is one
-// statement that the database decides alone (no read first), an UPDATE of
-// the row where the rules below let the event change it and an INSERT
-// where the row is absent:
+// Paddle's occurred_at; Polar's modified_at), and each event is decided by
+// the database alone (no read first): an INSERT of the row where it is
+// absent, then an UPDATE of the row where the rules below let the event
+// change it, two statements of the event's one round trip:
 //
 //   - an event older than the last one applied changes nothing;
 //   - an event of the same time is applied: within one tick of the
@@ -41,7 +41,6 @@
 package subscriptions
 
 import (
-	"strings"
 	"time"
 )
 
@@ -76,77 +75,52 @@ func args(s Subscription) []any {
 		s.At, s.EventID}
 }
 
-// event is the state an event carries, as a row (e) of the statement, none
-// unless this transaction holds the claim.
-const event = `
-WITH e (source, external_id, status, customer_id, current_period_end, cancel_at_period_end, account_id, event_at,
-        provider_event_id) AS (
-    SELECT $1::text, $2::text, $3::text, NULLIF($4::text, ''), $5::timestamptz, $6::boolean, NULLIF($7::text, ''),
-           $8::timestamptz, $9::text
-    WHERE receiver_claimed()
-)`
+// insertSQL inserts the event's state where the subscription had no row
+// when the statement began: a row that is there is neither written nor
+// locked, nor is a value of the id sequence spent; where another event
+// inserts the row at the same time, it waits for that event's commit and
+// does nothing (updateSQL, which follows it, then applies the event to
+// that row).
+const insertSQL = `
+INSERT INTO subscriptions (source, external_id, status, customer_id, current_period_end,
+                           cancel_at_period_end, account_id, event_at, provider_event_id)
+SELECT $1, $2, $3, NULLIF($4, ''), $5::timestamptz, $6, NULLIF($7, ''), $8, $9
+WHERE receiver_claimed() AND NOT EXISTS (SELECT FROM subscriptions s WHERE s.source = $1 AND s.external_id = $2)
+ON CONFLICT (source, external_id) DO NOTHING`
 
-// absent inserts the event's state where the subscription had no row when
-// the statement began (its snapshot): a row that is already there is
-// neither written nor locked, nor is a value of the id sequence spent.
-const absent = `
-INSERT INTO subscriptions AS s (source, external_id, status, customer_id, current_period_end,
-                                cancel_at_period_end, account_id, event_at, provider_event_id)
-SELECT * FROM e
-WHERE NOT EXISTS (SELECT FROM subscriptions x WHERE x.source = e.source AND x.external_id = e.external_id)
-ON CONFLICT (source, external_id) DO `
-
-// set is the update of a row s to the state of the event (NEW), whole: a
-// period end the event does not give (Paddle gives none for a paused or
-// canceled subscription) is none, so that the row is the newest event's
-// state whichever events came before it. Only the customer and the
-// account, which never change, are kept when absent.
-const set = `
-    SET status = NEW.status,
-        customer_id = coalesce(NEW.customer_id, s.customer_id),
-        current_period_end = NEW.current_period_end,
-        cancel_at_period_end = NEW.cancel_at_period_end,
-        account_id = coalesce(s.account_id, NEW.account_id),
-        event_at = greatest(s.event_at, NEW.event_at),
-        provider_event_id = NEW.provider_event_id,
-        updated_at = now()`
-
-// differs holds when the event's state (NEW) is not the row's (s): only then
-// does an event of a time already recorded write the row.
-const differs = `(s.status, s.customer_id, s.current_period_end, s.cancel_at_period_end, s.account_id)
-        IS DISTINCT FROM (NEW.status, coalesce(NEW.customer_id, s.customer_id), NEW.current_period_end,
-                          NEW.cancel_at_period_end, coalesce(s.account_id, NEW.account_id))`
-
-// upsert is the statement that gives a subscription the event's state where
-// cond (of the row s and the event NEW) holds, and creates its row if
-// absent. The row is written, and locked until the commit, only where cond
-// holds: an UPDATE locks only the rows it changes, where an INSERT … ON
-// CONFLICT DO UPDATE locks the row it meets even when its WHERE is false
-// (see internal/webhooks, "What a delivery's transaction may lock"). The
-// insert meets a row only when another event created it after this
-// statement began; it then waits for that event's commit if need be and
-// applies the same cond to it.
-func upsert(cond string) string {
-	on := func(name string) string { return strings.ReplaceAll(name, "NEW.", "EXCLUDED.") }
-	in := func(name string) string { return strings.ReplaceAll(name, "NEW.", "e.") }
-	return event + `, changed AS (
-    UPDATE subscriptions AS s` + in(set) + `
-    FROM e
-    WHERE s.source = e.source AND s.external_id = e.external_id AND ` + in(cond) + `
-)` + absent + `UPDATE` + on(set) + `
-    WHERE ` + on(cond)
+// update is the update of a row s to the state of the event, whole, where
+// cond holds: a period end the event does not give (Paddle gives none for a
+// paused or canceled subscription) is none, so that the row is the newest
+// event's state whichever events came before it. Only the customer and the
+// account, which never change, are kept when absent. The row is written,
+// and locked until the commit, only where cond holds (an UPDATE locks only
+// the rows it changes, where an INSERT … ON CONFLICT DO UPDATE locks the
+// row it meets even when its WHERE is false: see internal/webhooks, "What a
+// delivery's transaction may lock").
+func update(cond string) string {
+	return `
+UPDATE subscriptions AS s
+SET status = $3, customer_id = coalesce(NULLIF($4, ''), s.customer_id), current_period_end = $5::timestamptz,
+    cancel_at_period_end = $6, account_id = coalesce(s.account_id, NULLIF($7, '')),
+    event_at = greatest(s.event_at, $8), provider_event_id = $9, updated_at = now()
+WHERE s.source = $1 AND s.external_id = $2 AND receiver_claimed() AND s.status <> ALL ($10) AND ` + cond
 }
+
+// differs holds when the event's state is not the row's: only then does an
+// event of a time already recorded write the row.
+const differs = `(s.status, s.customer_id, s.current_period_end, s.cancel_at_period_end, s.account_id)
+      IS DISTINCT FROM ($3, coalesce(NULLIF($4, ''), s.customer_id), $5::timestamptz, $6,
+                        coalesce(s.account_id, NULLIF($7, '')))`
 
 var (
 	// An event newer than the last one applied, or of its time with
 	// another state, unless the row's status is final. An event of a newer
 	// time with the same state writes only its time, so that an older
 	// event arriving later is still known as older.
-	applySQL = upsert(`s.status <> ALL ($10) AND (s.event_at < NEW.event_at OR (s.event_at = NEW.event_at AND ` + differs + `))`)
+	applySQL = update(`(s.event_at < $8 OR (s.event_at = $8 AND ` + differs + `))`)
 	// The final state whatever the time, unless the row's status is
 	// already final.
-	endSQL    = upsert(`s.status <> ALL ($10) AND (s.event_at < NEW.event_at OR ` + differs + `)`)
-	insertSQL = event + absent + `NOTHING`
+	endSQL = update(`(s.event_at < $8 OR ` + differs + `)`)
 )
 
 // Insert records s if the subscription has no row yet, and otherwise
@@ -161,6 +135,7 @@ func Insert(q Queue, s Subscription) {
 // same time is applied: the later arrival wins) or its status is one of
 // final. An event that leaves the row as it is neither writes nor locks it.
 func Apply(q Queue, s Subscription, final []string) {
+	q.Exec(insertSQL, args(s)...)
 	q.Exec(applySQL, append(args(s), final)...)
 }
 
@@ -171,6 +146,7 @@ func Apply(q Queue, s Subscription, final []string) {
 // same second arrives after it. A subscription already ended is neither
 // written nor locked.
 func End(q Queue, s Subscription, final []string) {
+	q.Exec(insertSQL, args(s)...)
 	q.Exec(endSQL, append(args(s), final)...)
 }
 

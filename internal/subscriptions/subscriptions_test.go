@@ -220,18 +220,62 @@ func TestFirstEventsAtOnce(t *testing.T) {
 	}
 }
 
+// TestFirstEventsWaitForOneCommit: events of a new subscription that
+// arrive together wait for the commit of the one that inserted its row,
+// and then go on without waiting for each other (and, of the same state,
+// write nothing).
+func TestFirstEventsWaitForOneCommit(t *testing.T) {
+	pool := pgtest.NewPool(t)
+	o := op{"apply", "active", 1, true}
+	q1 := begin(t, pool)
+	o.queue(q1, "sub_new", 0)
+	others := []claimed{begin(t, pool), begin(t, pool), begin(t, pool)}
+	done := make(chan struct{}, len(others))
+	for i, q := range others {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			o.queue(q, "sub_new", i+1)
+		}()
+	}
+	waitForLockWaits(t, pool, len(others))
+	q1.commit()
+	for range others {
+		<-done // none waits for another's commit: lock_timeout would fail it
+	}
+	for _, q := range others {
+		q.commit()
+	}
+	if got, _ := row(t, pool, "sub_new"); got != "active 10:00:01 evt_0 period" {
+		t.Errorf("subscription: %q, want the first event's row", got)
+	}
+}
+
 // waitForLockWait waits until a backend of the test's database waits for a
 // lock.
 func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
 	t.Helper()
+	waitForLockWaits(t, pool, 1)
+}
+
+// waitForLockWaits waits until n backends of the test's database wait for
+// a lock.
+func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	// A connection of its own: the pool's may all be in the test's
+	// transactions.
+	conn, err := pgx.ConnectConfig(t.Context(), pool.Config().ConnConfig.Copy())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		var n int
-		if err := pool.QueryRow(t.Context(), `
-SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n); err != nil {
+		var waiting int
+		if err := conn.QueryRow(t.Context(), `
+SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if n > 0 {
+		if waiting >= n {
 			return
 		}
 		if time.Now().After(deadline) {
