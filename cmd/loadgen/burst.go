@@ -37,9 +37,19 @@ var burstTemplates = func() []*template {
 	} {
 		session = session.with(k, v)
 	}
-	created := invoiceObject("draft").with("billing_reason", "subscription_create")
-	finalized := invoiceObject("open").with("billing_reason", "subscription_create")
-	paid := invoiceObject("paid").with("billing_reason", "subscription_create")
+	created := invoiceObject(false).with("billing_reason", "subscription_create")
+	paid := invoiceObject(true).with("billing_reason", "subscription_create")
+	// Finalized: numbered, with its links, not paid yet.
+	finalized := created
+	for _, k := range []string{"number", "hosted_invoice_url", "invoice_pdf"} {
+		finalized = finalized.with(k, paid.get(k))
+	}
+	finalized = finalized.with("status", "open").with("status_transitions", ordered{
+		{"finalized_at", num("created")},
+		{"marked_uncollectible_at", nil},
+		{"paid_at", nil},
+		{"voided_at", nil},
+	})
 	return []*template{
 		compile(eventEnvelope("checkout.session.completed", session, true)),
 		compile(eventEnvelope("{{customer_event}}", customerObject(), true)),
@@ -61,6 +71,24 @@ func (o ordered) with(k string, v any) ordered {
 		}
 	}
 	return append(out, field{k, v})
+}
+
+// get is key k's value in o (nil when o has no k).
+func (o ordered) get(k string) any {
+	for _, f := range o {
+		if f.k == k {
+			return f.v
+		}
+	}
+	return nil
+}
+
+// newCustomerDelivery is a fresh Stripe event of the given kind that names
+// customer i of -customers.
+func newCustomerDelivery(event string, i int, now time.Time) delivery {
+	vals := stripeValues(globalRand{}, now)
+	customerValues(vals, i)
+	return delivery{id: vals["evt"], body: stripeTemplates[event].render(vals)}
 }
 
 // burster makes the deliveries of -event burst: delivery k is event
@@ -130,7 +158,7 @@ func customerObject() ordered {
 			{"footer", nil},
 			{"rendering_options", nil},
 		}},
-		{"livemode", true},
+		{"livemode", false},
 		{"metadata", ordered{{"workspace_id", "{{workspace}}"}}},
 		{"name", "{{name}}"},
 		{"next_invoice_sequence", 1},
@@ -157,7 +185,7 @@ func subscriptionObject() ordered {
 			{"billing_scheme", "per_unit"},
 			{"created", 1704067200},
 			{"currency", "usd"},
-			{"livemode", true},
+			{"livemode", false},
 			{"lookup_key", nil},
 			{"metadata", ordered{}},
 			{"nickname", nil},
@@ -213,7 +241,7 @@ func subscriptionObject() ordered {
 			{"url", "/v1/subscription_items?subscription={{sub}}"},
 		}},
 		{"latest_invoice", slot("in")},
-		{"livemode", true},
+		{"livemode", false},
 		{"metadata", ordered{{"workspace_id", "{{workspace}}"}, {"plan", "pro"}}},
 		{"next_pending_invoice_item_invoice", nil},
 		{"on_behalf_of", nil},
@@ -273,7 +301,7 @@ func paymentIntentObject() ordered {
 		{"invoice", slot("in")},
 		{"last_payment_error", nil},
 		{"latest_charge", slot("ch")},
-		{"livemode", true},
+		{"livemode", false},
 		{"metadata", ordered{}},
 		{"next_action", nil},
 		{"on_behalf_of", nil},

@@ -276,21 +276,17 @@ func eventEnvelope(typ string, object ordered, previousAttributes bool) ordered 
 }
 
 // invoiceObject is a subscription's renewal invoice: a draft just created
-// (status "draft"), finalized ("open") or paid ("paid").
-func invoiceObject(status string) ordered {
-	paid := status == "paid"
-	amountPaid, remaining, attempted, autoAdvance := 0, shop.plan, false, true
+// (paid false) or paid.
+func invoiceObject(paid bool) ordered {
+	status, amountPaid, remaining, attempted, autoAdvance := "draft", 0, shop.plan, false, true
 	var number, hosted, pdf, charge, pi, finalized, paidAt, nextAttempt any
-	if status != "draft" {
+	if paid {
+		status, amountPaid, remaining, attempted, autoAdvance = "paid", shop.plan, 0, true, false
 		number = "{{number}}"
 		hosted = "https://invoice.stripe.com/i/" + shop.account + "/live_{{hosted}}?s=ap"
 		pdf = "https://pay.stripe.com/invoice/" + shop.account + "/live_{{hosted}}/pdf?s=ap"
-		finalized = num("created")
-	}
-	if paid {
-		amountPaid, remaining, attempted, autoAdvance = shop.plan, 0, true, false
 		charge, pi = slot("ch"), slot("pi")
-		paidAt = num("created")
+		finalized, paidAt = num("created"), num("created")
 	} else {
 		nextAttempt = num("next_attempt")
 	}
@@ -561,8 +557,8 @@ func checkoutObject() ordered {
 }
 
 var stripeTemplates = map[string]*template{
-	"invoice":      compile(eventEnvelope("invoice.created", invoiceObject("draft"), false)),
-	"invoice-paid": compile(eventEnvelope("invoice.paid", invoiceObject("paid"), false)),
+	"invoice":      compile(eventEnvelope("invoice.created", invoiceObject(false), false)),
+	"invoice-paid": compile(eventEnvelope("invoice.paid", invoiceObject(true), false)),
 	"checkout":     compile(eventEnvelope("checkout.session.completed", checkoutObject(), true)),
 }
 
@@ -622,19 +618,10 @@ func newDelivery(p webhooks.Spec, event string, now time.Time) delivery {
 // poolDelivery is event i of the fixed pool of seed: the same bytes in
 // every run, so that one run can replay what an earlier one sent.
 func poolDelivery(p webhooks.Spec, event string, seed uint64, i int) delivery {
-	at := time.Unix(1764460800+int64(i), 0)
 	if event == burstEvent && p.Source == "stripe" {
-		return burstDelivery(seed, i, 0, at) // the pool is checkouts' events, in turn
+		return burstDelivery(seed, i, 0, time.Unix(1764460800+int64(i), 0)) // the pool is checkouts' events, in turn
 	}
-	return buildDelivery(p, event, seeded(seed, i), at)
-}
-
-// newCustomerDelivery is a fresh Stripe event of the given kind that names
-// customer i of -customers.
-func newCustomerDelivery(event string, i int, now time.Time) delivery {
-	vals := stripeValues(globalRand{}, now)
-	customerValues(vals, i)
-	return delivery{id: vals["evt"], body: stripeTemplates[event].render(vals)}
+	return buildDelivery(p, event, seeded(seed, i), time.Unix(1764460800+int64(i), 0))
 }
 
 func buildDelivery(p webhooks.Spec, event string, r rng, now time.Time) delivery {

@@ -79,13 +79,14 @@ import (
 )
 
 const (
-	stripeSecret = "whsec_benchrun_0123456789abcdef"
+	stripeSecret = "whsec_benchrun_0123456789abcdef0123456789abcdef"
 	mib          = 1 << 20
 )
 
 type options struct {
 	server, loadgen, snippet string
 	snippetNet, profserver   string
+	baseServer               string // phase 8's baseline receiver; "" for none
 	out                      string
 	command                  string
 	phases                   map[int]bool
@@ -151,6 +152,7 @@ Flags:
 	fs.StringVar(&o.snippet, "snippet", "bin/snippet", "the Echo snippet's `binary` (bench/snippet)")
 	fs.StringVar(&o.snippetNet, "snippet-nethttp", "bin/snippet-nethttp", "the net/http snippet's `binary` (bench/snippet-nethttp), the headline baseline")
 	fs.StringVar(&o.profserver, "profserver", "bin/profserver", "the receiver with pprof (bench/cmd/profserver), for the cost windows")
+	fs.StringVar(&o.baseServer, "base-server", "", "a baseline build of the receiver (`binary`) that phase 8 also runs, on a database of its own that it migrates, in the same rounds: a before/after of a change")
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "report `file`")
 	fs.StringVar(&o.command, "command", "", "the command line the report says it was run with (default: $BENCH_COMMAND, set by scripts/bench.sh, else benchrun's own)")
 	phases := fs.String("phases", "1,2,3,4,5,6,7,8", "phases to run, comma-separated")
@@ -252,6 +254,9 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, o options) error {
 	bins := []string{o.server, o.loadgen, o.snippet, o.snippetNet}
+	if o.baseServer != "" {
+		bins = append(bins, o.baseServer)
+	}
 	if o.cost {
 		bins = append(bins, o.profserver)
 	}
@@ -396,14 +401,15 @@ func (b *bench) setup(ctx context.Context) error {
 	// receiver's SQL, pgbsnip: of the snippet's, on its tables; steps, mem,
 	// drain: phases 3, 5, 6; grown: phase 4's bulk load; precv, psnip: the
 	// receiver and the net/http snippet through PgBouncer (phase 7);
-	// burst, bsnip: the receiver and the net/http snippet in phase 8.
+	// burst, bsnip: the receiver and the net/http snippet in phase 8,
+	// bburst: its baseline receiver (-base-server), which migrates it.
 	for _, d := range []struct {
 		name string
 		as   string // "receiver": migrated; "snippet": the snippet's tables; "": empty, the snippet makes its tables
 	}{
 		{"recv", "receiver"}, {"nsnip", ""}, {"snip", ""}, {"nsnipr", "receiver"}, {"pgb", "receiver"},
 		{"pgbsnip", "snippet"}, {"steps", "receiver"}, {"mem", "receiver"}, {"drain", "receiver"},
-		{"grown", "receiver"}, {"precv", "receiver"}, {"psnip", ""}, {"burst", "receiver"}, {"bsnip", ""},
+		{"grown", "receiver"}, {"precv", "receiver"}, {"psnip", ""}, {"burst", "receiver"}, {"bsnip", ""}, {"bburst", ""},
 	} {
 		name := d.name
 		if err := b.cluster.CreateDatabase(ctx, name); err != nil {

@@ -38,6 +38,8 @@ const (
 	sBurst1b  = "receiver, one customer′"
 	sBurstFew = "receiver, 4 customers"
 	sBurstNet = "snippet (net/http), the same events"
+	sBaseAll  = "baseline, a customer per checkout"
+	sBaseOne  = "baseline, one customer"
 	stepsAPI  = 200 * time.Millisecond // the fake fulfillment API's answer time
 )
 
@@ -188,19 +190,42 @@ func (b *bench) phase8(ctx context.Context) error {
 	all := loadArgs{event: "burst", concurrency: c}
 	one := loadArgs{event: "burst", concurrency: c, customers: 1}
 	few := loadArgs{event: "burst", concurrency: c, customers: burstFew}
-	for _, w := range []struct {
+	warm := []struct {
 		s *server
 		a loadArgs
-	}{{recv, all}, {recv, one}, {recv, few}, {net, all}} {
+	}{{recv, all}, {recv, one}, {recv, few}, {net, all}}
+	sides := []side{
+		b.loadSide(sBurstAll, recv, all), b.loadSide(sBurstOne, recv, one), b.loadSide(sBurstFew, recv, few),
+		b.loadSide(sBurstNet, net, all), b.loadSide(sBurst1b, recv, one),
+	}
+	if b.o.baseServer != "" {
+		// The baseline build, as the receiver is run, on a database it
+		// migrates itself at start-up (its migrations may be older).
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
+		cmd := exec.Command(b.o.baseServer)
+		cmd.Env = b.receiverEnv("bburst", addr, map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+		base, err := b.startServer(ctx, "baseline (burst)", addr, cmd)
+		if err != nil {
+			return err
+		}
+		defer base.stop()
+		warm = append(warm, []struct {
+			s *server
+			a loadArgs
+		}{{base, all}, {base, one}}...)
+		sides = append(sides, b.loadSide(sBaseAll, base, all), b.loadSide(sBaseOne, base, one))
+	}
+	for _, w := range warm {
 		if err := b.warm(ctx, w.s, w.a); err != nil {
 			return err
 		}
 	}
 	b.resetStatements(ctx, "burst")
-	b.rep.p8, err = b.alternate(ctx, "8", b.o.rounds, []side{
-		b.loadSide(sBurstAll, recv, all), b.loadSide(sBurstOne, recv, one), b.loadSide(sBurstFew, recv, few),
-		b.loadSide(sBurstNet, net, all), b.loadSide(sBurst1b, recv, one),
-	})
+	b.rep.p8, err = b.alternate(ctx, "8", b.o.rounds, sides)
 	b.keepStatements(ctx, "8 receiver: a customer's burst (database burst)", "burst")
 	return err
 }

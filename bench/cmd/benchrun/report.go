@@ -285,7 +285,7 @@ func (r *report) phases() []struct {
 func sideOrder(s series) []string {
 	var names []string
 	for _, n := range []string{sRecv, sRecv2, sNet, sNetR, sSnip, sPgC1, sPgC1One, sPgA, sPgB, sPgC, sBase, sBase2, sGrown,
-		sBurstAll, sBurstOne, sBurst1b, sBurstFew, sBurstNet} {
+		sBurstAll, sBurstOne, sBurst1b, sBurstFew, sBurstNet, sBaseAll, sBaseOne} {
 		if len(s[n]) > 0 {
 			names = append(names, n)
 		}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"strings"
 )
@@ -52,9 +53,14 @@ func (r *report) burstSection() string {
 	p("checkout one customer's (`-customers 1`, twice per round: the A/A control), every checkout one of %d customers'\n", burstFew)
 	p("(`-customers %d`). The net/http snippet (database bsnip, its own tables) is sent the same events: it claims each and\n", burstFew)
 	p("inserts the invoice of invoice.created and .finalized, and does nothing of the rest.\n\n")
+	if len(r.p8[sBaseOne]) > 0 {
+		p("With `-base-server`, a baseline build of the receiver (%s) ran in the same rounds on a database of its own\n", binaryVersion(r.o.baseServer))
+		p("(bburst), sent a customer per checkout and one customer's checkouts: the rows \"baseline\".\n\n")
+	}
 	p("| ratio | median | spread |\n|---|---:|---|\n")
 	for _, c := range [][2]string{
 		{sBurstOne, sBurstAll}, {sBurstFew, sBurstAll}, {sBurstOne, sBurst1b}, {sBurstAll, sBurstNet}, {sBurstOne, sBurstNet},
+		{sBaseOne, sBaseAll}, {sBurstOne, sBaseOne}, {sBurstAll, sBaseAll}, {sBaseOne, sBurst1b},
 	} {
 		s := summarize(perRound(values(r.p8[c[0]], rateOf), values(r.p8[c[1]], rateOf)))
 		if s.ok() {
@@ -128,4 +134,19 @@ func (r *report) groupCommitSection() string {
 	}
 	p("\n")
 	return sb.String()
+}
+
+// binaryVersion is the version a receiver binary was built as (its main
+// module's, or the -X version stamped by make build), or its path.
+func binaryVersion(path string) string {
+	bi, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return path
+	}
+	for _, s := range bi.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 7 {
+			return path + ", commit " + s.Value[:7]
+		}
+	}
+	return path
 }
