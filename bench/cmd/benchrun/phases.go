@@ -38,6 +38,9 @@ const (
 	sBurst1b  = "receiver, one customer′"
 	sBurstFew = "receiver, 4 customers"
 	sBurstNet = "snippet (net/http), the same events"
+	sPgAX     = "pgbench (a), unprepared"
+	sPgC1X    = "pgbench (c1), unprepared"
+	sBase1    = "baseline"
 	sBaseAll  = "baseline, a customer per checkout"
 	sBaseOne  = "baseline, one customer"
 	stepsAPI  = 200 * time.Millisecond // the fake fulfillment API's answer time
@@ -118,6 +121,17 @@ func (b *bench) phase1(ctx context.Context) error {
 	}
 	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sNetR, netR, a), b.loadSide(sSnip, snip, a),
 		b.loadSide(sRecv2, recv, a)}
+	if b.o.baseServer != "" {
+		base, err := b.startBase(ctx, "baseline", "brecv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+		if err != nil {
+			return err
+		}
+		defer base.stop()
+		if err := b.warm(ctx, base, a); err != nil {
+			return err
+		}
+		sides = append(sides, b.loadSide(sBase1, base, a))
+	}
 	for _, p := range phase1Scripts {
 		clients := cmp.Or(p.clients, c)
 		if _, err := b.pgbench(ctx, pgbenchDB(p.script), p.script, clients, 2*time.Second); err != nil {
@@ -199,16 +213,7 @@ func (b *bench) phase8(ctx context.Context) error {
 		b.loadSide(sBurstNet, net, all), b.loadSide(sBurst1b, recv, one),
 	}
 	if b.o.baseServer != "" {
-		// The baseline build, as the receiver is run, on a database it
-		// migrates itself at start-up (its migrations may be older).
-		port, err := freePort()
-		if err != nil {
-			return err
-		}
-		addr := fmt.Sprintf("127.0.0.1:%d", port)
-		cmd := exec.Command(b.o.baseServer)
-		cmd.Env = b.receiverEnv("bburst", addr, map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
-		base, err := b.startServer(ctx, "baseline (burst)", addr, cmd)
+		base, err := b.startBase(ctx, "baseline (burst)", "bburst", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
 		if err != nil {
 			return err
 		}
@@ -286,10 +291,11 @@ func (b *bench) phase2(ctx context.Context) error {
 // phase7: new invoice.created events through a PgBouncer in transaction
 // mode (pool size -concurrency per database): the receiver against the
 // net/http snippet, both through the same pooler, the receiver twice per
-// round for the A/A control.
+// round for the A/A control; and pgbench's (a) and (c1) through it in the
+// extended protocol, nothing prepared, as PgBouncer 1.18 requires.
 func (b *bench) phase7(ctx context.Context) error {
 	c := b.o.concurrency
-	logf("phase 7: new invoice.created events through PgBouncer (transaction mode) at concurrency %d: receiver, snippet (net/http); %d rounds", c, b.o.rounds)
+	logf("phase 7: new invoice.created events through PgBouncer (transaction mode) at concurrency %d: receiver, snippet (net/http), pgbench (a) and (c1) unprepared; %d rounds", c, b.o.rounds)
 	logFile, err := os.Create(filepath.Join(b.tmp, "pgbouncer.log"))
 	if err != nil {
 		return err
@@ -333,10 +339,38 @@ func (b *bench) phase7(ctx context.Context) error {
 			return err
 		}
 	}
+	// pgbench through the same pooler, in the extended protocol's unnamed
+	// statements (-M extended): what PostgreSQL does with the receiver's
+	// and the snippet's SQL when nothing can be prepared.
+	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sRecv2, recv, a)}
+	if b.o.baseServer != "" {
+		base, err := b.startBase(ctx, "baseline (PgBouncer)", "bprecv", map[string]string{
+			"DATABASE_URL": bouncer.PlainURL("bprecv"), "DATABASE_POOLER": "transaction",
+			"DATABASE_SESSION_URL": b.url("bprecv"), "DB_MAX_CONNS": strconv.Itoa(c),
+		})
+		if err != nil {
+			return err
+		}
+		defer base.stop()
+		if err := b.warm(ctx, base, a); err != nil {
+			return err
+		}
+		sides = append(sides, b.loadSide(sBase1, base, a))
+	}
+	for _, p := range []struct {
+		side   string
+		script pgbench.Script
+	}{{sPgAX, pgbench.ReceiverNew}, {sPgC1X, pgbench.SnippetNewTx}} {
+		url := bouncer.PlainURL(pgbenchDB(p.script))
+		if _, err := b.pgbenchOn(ctx, url, "extended", p.script, c, 2*time.Second); err != nil {
+			return err
+		}
+		sides = append(sides, side{p.side, func(ctx context.Context) (sample, error) {
+			return b.pgbenchOn(ctx, url, "extended", p.script, c, b.o.slot)
+		}})
+	}
 	b.resetStatements(ctx, "precv", "psnip")
-	b.rep.p7, err = b.alternate(ctx, "7", b.o.rounds, []side{
-		b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sRecv2, recv, a),
-	})
+	b.rep.p7, err = b.alternate(ctx, "7", b.o.rounds, sides)
 	b.keepStatements(ctx, "7 receiver through PgBouncer (database precv)", "precv")
 	b.keepStatements(ctx, "7 snippet, net/http, through PgBouncer (database psnip)", "psnip")
 	return err
@@ -752,3 +786,17 @@ ORDER BY total_exec_time DESC LIMIT 10`)
 }
 
 type stmtBlock struct{ title, table string }
+
+// startBase starts the baseline build (-base-server) as the receiver is
+// started, on dbname, which it migrates itself at start-up (its migrations
+// may be older than this build's).
+func (b *bench) startBase(ctx context.Context, name, dbname string, env map[string]string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(b.o.baseServer)
+	cmd.Env = b.receiverEnv(dbname, addr, env)
+	return b.startServer(ctx, name, addr, cmd)
+}

@@ -288,16 +288,18 @@ var (
 	latRe  = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
 )
 
-// pgbenchArgs is pgbench's command line for script on dbname; extra goes
-// before the connection's arguments.
-func (b *bench) pgbenchArgs(dbname string, sc pgbench.Script, clients int, d time.Duration, body string, extra ...string) []string {
-	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, runtime.NumCPU())),
+// pgbenchArgs is pgbench's command line for script on the database at url
+// in query mode (prepared, as pgx runs statements; extended, the unnamed
+// statements a transaction-mode PgBouncer 1.18 allows); extra goes before
+// the connection's arguments.
+func (b *bench) pgbenchArgs(url, mode string, sc pgbench.Script, clients int, d time.Duration, body string, extra ...string) []string {
+	args := []string{"-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, runtime.NumCPU())),
 		"-T", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))), "-f", b.scriptPath(sc)}
 	if sc.Body {
 		args = append(args, "-D", "body="+body)
 	}
 	args = append(args, extra...)
-	return append(args, b.url(dbname))
+	return append(args, url)
 }
 
 // scriptPath writes the script where pgbench reads it, once.
@@ -313,7 +315,13 @@ func (b *bench) scriptPath(sc pgbench.Script) string {
 // it: tps without connection time, and the CPU of pgbench and of the
 // cluster over the run.
 func (b *bench) pgbench(ctx context.Context, dbname string, sc pgbench.Script, clients int, d time.Duration) (sample, error) {
-	args := b.pgbenchArgs(dbname, sc, clients, d, b.invoiceBody)
+	return b.pgbenchOn(ctx, b.url(dbname), "prepared", sc, clients, d)
+}
+
+// pgbenchOn is pgbench on the database at url (through a pooler, say) in
+// query mode mode.
+func (b *bench) pgbenchOn(ctx context.Context, url, mode string, sc pgbench.Script, clients int, d time.Duration) (sample, error) {
+	args := b.pgbenchArgs(url, mode, sc, clients, d, b.invoiceBody)
 	cmd := exec.CommandContext(ctx, b.pgbenchBin, args...)
 	b.locks.start()
 	w0, w0ok := b.wal.lsn()
@@ -359,7 +367,7 @@ func (b *bench) pgbench(ctx context.Context, dbname string, sc pgbench.Script, c
 // per-transaction log).
 func (b *bench) pgbenchRateP99(ctx context.Context, dbname string, sc pgbench.Script, clients int, rate float64, d time.Duration) (float64, error) {
 	prefix := filepath.Join(b.tmp, "ratelog")
-	args := b.pgbenchArgs(dbname, sc, clients, d, b.invoiceBody,
+	args := b.pgbenchArgs(b.url(dbname), "prepared", sc, clients, d, b.invoiceBody,
 		"-R", strconv.FormatFloat(rate, 'f', 1, 64), "-l", "--log-prefix", prefix)
 	cmd := exec.CommandContext(ctx, b.pgbenchBin, args...)
 	cmd.Dir = b.tmp

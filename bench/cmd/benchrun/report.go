@@ -121,6 +121,9 @@ func (r *report) targets() []target {
 		target{id: "7", phase: 7, what: "new invoice.created events, both through PgBouncer in transaction mode: receiver ÷ the net/http snippet",
 			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(recv7, rateOf), medianOf(r.p7[sNet], rateOf)),
 			ratio:    rt(r.p7, sRecv, sNet), aa: rt(r.p7, sRecv, sRecv2), need: 1.0},
+		target{id: "7p", phase: 7, what: "the same through PgBouncer, nothing prepared (-M extended): pgbench (a), the receiver's SQL, ÷ pgbench (c1), the snippet's: the ceiling of 7",
+			measured: fmt.Sprintf("%.0f/s ÷ %.0f/s", medianOf(r.p7[sPgAX], rateOf), medianOf(r.p7[sPgC1X], rateOf)),
+			ratio:    rt(r.p7, sPgAX, sPgC1X), aa: rt(r.p7, sRecv, sRecv2), info: true},
 	)
 
 	one8 := pooled(r.p8[sBurstOne], r.p8[sBurst1b])
@@ -254,7 +257,7 @@ func (r *report) phase1Ratios() string {
 		aa.Median, aa.spread("%.2f"))
 	sb.WriteString("| ratio | median | spread |\n|---|---:|---|\n")
 	for _, c := range [][2]string{
-		{sRecv, sNet}, {sRecv, sNetR}, {sNetR, sNet}, {sRecv, sSnip}, {sSnip, sNet}, {sRecv, sPgC1}, {sRecv, sPgC1One},
+		{sRecv, sBase1}, {sBase1, sNet}, {sRecv, sNet}, {sRecv, sNetR}, {sNetR, sNet}, {sRecv, sSnip}, {sSnip, sNet}, {sRecv, sPgC1}, {sRecv, sPgC1One},
 		{sRecv, sPgA}, {sRecv, sPgB}, {sRecv, sPgC}, {sPgA, sPgC1}, {sPgA, sPgB}, {sPgC1, sPgC1One}, {sNet, sPgC},
 		{sNet, sPgC1}, {sSnip, sPgC1},
 	} {
@@ -284,7 +287,7 @@ func (r *report) phases() []struct {
 // sideOrder lists a phase's sides in a stable order.
 func sideOrder(s series) []string {
 	var names []string
-	for _, n := range []string{sRecv, sRecv2, sNet, sNetR, sSnip, sPgC1, sPgC1One, sPgA, sPgB, sPgC, sBase, sBase2, sGrown,
+	for _, n := range []string{sRecv, sRecv2, sBase1, sNet, sNetR, sSnip, sPgC1, sPgC1One, sPgA, sPgB, sPgC, sPgAX, sPgC1X, sBase, sBase2, sGrown,
 		sBurstAll, sBurstOne, sBurst1b, sBurstFew, sBurstNet, sBaseAll, sBaseOne} {
 		if len(s[n]) > 0 {
 			names = append(names, n)
@@ -468,9 +471,23 @@ func (r *report) render() string {
 		p("(database psnip) names `default_query_exec_mode=exec` in its URL, as a user's must. PgBouncer 1.18 keeps no\n")
 		p("prepared statement across transactions, so neither may prepare one, and PostgreSQL parses and plans every\n")
 		p("statement it is sent; the receiver's parameters go in binary (the statements' descriptions are kept by its\n")
-		p("connections), the snippet's as text.\n")
+		p("connections), the snippet's as text. pgbench runs (a), the receiver's statements, and (c1), the snippet's, through\n")
+		p("the same pooler with `-M extended` (unnamed statements: parsed and planned at every execution, as there): their\n")
+		p("ratio, 7p, is what PostgreSQL alone allows target 7 on this pooler. PgBouncer 1.21 and later track protocol-level\n")
+		p("named prepared statements in transaction mode when `max_prepared_statements` > 0 (0 by default in 1.21, 200 in the\n")
+		p("current documentation): with it, pgx's default statement cache works through the pooler, and each statement is\n")
+		p("parsed and planned once per server connection, as in phase 1.\n")
 		p("The pooler's CPU is in \"Where the CPU went\" (pooler µs) and the statements in \"Where the database time\n")
 		p("went\".\n\n")
+		p("| ratio | median | spread |\n|---|---:|---|\n")
+		for _, c := range [][2]string{
+			{sRecv, sNet}, {sPgAX, sPgC1X}, {sRecv, sPgAX}, {sNet, sPgC1X}, {sRecv, sBase1}, {sBase1, sNet},
+		} {
+			if s := summarize(perRound(values(r.p7[c[0]], rateOf), values(r.p7[c[1]], rateOf))); s.ok() {
+				p("| %s ÷ %s | %.2f | %s |\n", c[0], c[1], s.Median, s.spread("%.2f"))
+			}
+		}
+		p("\n")
 	}
 
 	if r.ran[6] && len(r.drains) > 0 {
