@@ -30,8 +30,7 @@ INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, curren
 SELECT 'in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', '') WHERE receiver_claimed()
 ON CONFLICT (stripe_invoice_id) DO NOTHING;
 INSERT INTO customers (source, customer_id, email, account_id, event_at, provider_event_id)
-SELECT 'stripe', 'cus_pga' || :r, 'ada.lovelace@example.com', NULLIF('', ''), now(), 'evt_pga' || :r
-WHERE receiver_claimed() AND NOT EXISTS (SELECT FROM customers c WHERE c.source = 'stripe' AND c.customer_id = 'cus_pga' || :r)
+SELECT 'stripe', 'cus_pga' || :r, 'ada.lovelace@example.com', NULLIF('', ''), now(), 'evt_pga' || :r WHERE receiver_claimed()
 ON CONFLICT (source, customer_id) DO NOTHING;
 UPDATE customers AS c
 SET email = 'ada.lovelace@example.com', account_id = coalesce(c.account_id, NULLIF('', '')), event_at = now(),

@@ -52,9 +52,10 @@ type Customer struct {
 
 // The customer's row is written by two statements, queued one after the
 // other on the event's transaction (one round trip still), each deciding
-// alone. The first inserts the row where the customer had none; where
-// another event inserts it at the same time, it waits for that event's
-// commit (once: the insert that meets a row does nothing, and locks
+// alone. The first inserts the row where the customer has none (one that
+// is there, it meets in the primary key and leaves: no write, no lock);
+// where another event inserts it at the same time, it waits for that
+// event's commit (once: the insert that meets a row does nothing, and locks
 // nothing) and leaves the row to the second. The second, with a snapshot
 // taken after the first, updates the row where the event changes it: an
 // event is applied unless it is older than the last one applied, and
@@ -66,8 +67,7 @@ type Customer struct {
 const (
 	insertSQL = `
 INSERT INTO customers (source, customer_id, email, account_id, event_at, provider_event_id)
-SELECT $1, $2, $3, NULLIF($4, ''), $5, $6
-WHERE receiver_claimed() AND NOT EXISTS (SELECT FROM customers c WHERE c.source = $1 AND c.customer_id = $2)
+SELECT $1, $2, $3, NULLIF($4, ''), $5, $6 WHERE receiver_claimed()
 ON CONFLICT (source, customer_id) DO NOTHING`
 	updateSQL = `
 UPDATE customers AS c

@@ -240,7 +240,7 @@ func TestUnchangedAddressLocksNothing(t *testing.T) {
 		c.EventID = "evt_4"
 		rememberOn(t, q2.tx, c)
 	}()
-	waitForLockWait(t, pool)
+	pgtest.WaitForLockWaits(t, pool, 1)
 	writer := q1.xid()
 	q1.commit()
 	<-done
@@ -273,7 +273,7 @@ func TestFirstEventsAtOnce(t *testing.T) {
 				defer close(done)
 				rememberOn(t, q2.tx, tc.second)
 			}()
-			waitForLockWait(t, pool)
+			pgtest.WaitForLockWaits(t, pool, 1)
 			q1.commit()
 			<-done
 			q2.commit()
@@ -311,41 +311,6 @@ func rememberOn(t *testing.T, tx pgx.Tx, c customers.Customer) {
 	}
 }
 
-// waitForLockWait waits until a backend of the test's database waits for a
-// lock (another transaction's row or tuple).
-func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	waitForLockWaits(t, pool, 1)
-}
-
-// waitForLockWaits waits until n backends of the test's database wait for
-// a lock.
-func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int) {
-	t.Helper()
-	// A connection of its own: the pool's may all be in the test's
-	// transactions.
-	conn, err := pgx.ConnectConfig(t.Context(), pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		if err := conn.QueryRow(t.Context(), `
-SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no backend waited for a lock")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // TestFirstEventsWaitForOneCommit: the events of a new customer arrive
 // together (a checkout's session, customer and invoices): while the first
 // one's insert is uncommitted, the others wait for its commit, and once it
@@ -366,7 +331,7 @@ func TestFirstEventsWaitForOneCommit(t *testing.T) {
 			rememberOn(t, q.tx, c)
 		}()
 	}
-	waitForLockWaits(t, pool, len(others))
+	pgtest.WaitForLockWaits(t, pool, len(others))
 	writer := q1.xid()
 	q1.commit()
 	for range others {

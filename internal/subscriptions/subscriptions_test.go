@@ -209,7 +209,7 @@ func TestFirstEventsAtOnce(t *testing.T) {
 				defer close(done)
 				tc.second.queue(q2, id, 1)
 			}()
-			waitForLockWait(t, pool)
+			pgtest.WaitForLockWaits(t, pool, 1)
 			q1.commit()
 			<-done
 			q2.commit()
@@ -237,7 +237,7 @@ func TestFirstEventsWaitForOneCommit(t *testing.T) {
 			o.queue(q, "sub_new", i+1)
 		}()
 	}
-	waitForLockWaits(t, pool, len(others))
+	pgtest.WaitForLockWaits(t, pool, len(others))
 	q1.commit()
 	for range others {
 		<-done // none waits for another's commit: lock_timeout would fail it
@@ -247,40 +247,5 @@ func TestFirstEventsWaitForOneCommit(t *testing.T) {
 	}
 	if got, _ := row(t, pool, "sub_new"); got != "active 10:00:01 evt_0 period" {
 		t.Errorf("subscription: %q, want the first event's row", got)
-	}
-}
-
-// waitForLockWait waits until a backend of the test's database waits for a
-// lock.
-func waitForLockWait(t *testing.T, pool *pgxpool.Pool) {
-	t.Helper()
-	waitForLockWaits(t, pool, 1)
-}
-
-// waitForLockWaits waits until n backends of the test's database wait for
-// a lock.
-func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int) {
-	t.Helper()
-	// A connection of its own: the pool's may all be in the test's
-	// transactions.
-	conn, err := pgx.ConnectConfig(t.Context(), pool.Config().ConnConfig.Copy())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting int
-		if err := conn.QueryRow(t.Context(), `
-SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("no backend waited for a lock")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -47,7 +48,9 @@ CREATE CONSTRAINT TRIGGER hold_before_commit AFTER INSERT ON processed_events
     EXECUTE FUNCTION hold_before_commit()`); err != nil {
 		t.Fatal(err)
 	}
-	holder, err := pgx.Connect(ctx, r.Config.DatabaseURL)
+	// The test's lock is a session's: on a direct connection, not through
+	// a transaction-mode pooler (TEST_DATABASE_POOLER).
+	holder, err := pgx.Connect(ctx, pgtest.SessionURL(t, r.Config.DatabaseURL))
 	if err != nil {
 		t.Fatal(err)
 	}
