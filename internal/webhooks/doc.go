@@ -79,16 +79,20 @@
 //   - A row that events of different objects write (a customer's address,
 //     a subject's entitlements, anything keyed by the customer or the
 //     account) is locked only by an event that changes it. Such a write is
-//     an UPDATE whose WHERE holds only for a real change (PostgreSQL locks
-//     only the rows an UPDATE changes), and an INSERT that runs only where
-//     the row is absent (INSERT … SELECT … WHERE NOT EXISTS …); never
-//     INSERT … ON CONFLICT DO UPDATE on a row that exists, which locks the
-//     row it meets even when its WHERE is false, nor an UPDATE that always
-//     writes (updated_at = now(), a counter). What is counted is counted
-//     when read, or in memory (metrics).
+//     two statements of the same batch: an INSERT that runs only where the
+//     row is absent (INSERT … SELECT … WHERE NOT EXISTS … ON CONFLICT DO
+//     NOTHING), then an UPDATE whose WHERE holds only for a real change
+//     (PostgreSQL locks only the rows an UPDATE changes; its snapshot, taken
+//     after the INSERT, sees a row another event inserted meanwhile). Never
+//     INSERT … ON CONFLICT DO UPDATE, which locks the row it meets even
+//     when its WHERE is false, nor an UPDATE that always writes
+//     (updated_at = now(), a counter). What is counted is counted when
+//     read, or in memory (metrics).
 //   - A real change to such a row is rare by construction (internal/customers:
-//     a new address, or the first event of a later second), so that two
-//     events of one customer wait for each other for one commit at most.
+//     a new address, the first event of a later second, the row's
+//     insert), so that two events of one customer wait for each other for
+//     one commit at most. Queue such writes after the event's own where
+//     the plan allows: the lock is held from its statement to the commit.
 //
 // TestCustomerBurstWaitsOnNothing holds it: it runs every pair of the events
 // of two checkouts of one customer, the first held open before its commit,
