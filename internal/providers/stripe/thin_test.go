@@ -2,6 +2,7 @@ package stripe_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -449,5 +450,65 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
+	}
+}
+
+// TestThinBesideSnapshot: while a team moves from its snapshot endpoint to
+// thin events, one change arrives both ways. A v1 thin event whose v2 Event
+// names its snapshot event (snapshot_event) writes under that event's id,
+// so that each effect happens once, whichever comes first: one failed
+// attempt recorded, one dunning email; one order, one confirmation, one
+// fulfillment call.
+func TestThinBesideSnapshot(t *testing.T) {
+	api := stripetest.New(t, thinKey)
+	api.PutObject("/v1/invoices/in_test_1", "", map[string]any{"id": "in_test_1", "object": "invoice", "status": "open",
+		"amount_due": 2000, "amount_paid": 0, "currency": "usd", "customer_email": "payer@example.com", "attempt_count": 1})
+	api.PutObject("/v1/checkout/sessions/cs_test_paid", "", map[string]any{"id": "cs_test_paid", "object": "checkout.session",
+		"status": "complete", "payment_status": "paid", "amount_total": 3000, "currency": "usd", "payment_intent": "pi_test_paid",
+		"customer_details": map[string]any{"email": "buyer@example.com"}})
+	for _, c := range []struct {
+		name, snapshot, thinType, path, objType string
+		thinFirst                               bool
+		want                                    string // the rows of the effect, counted once
+	}{
+		{"DunningSnapshotFirst", invFailed, "v1.invoice.payment_failed", "/v1/invoices/in_test_1", "invoice", false,
+			`SELECT count(*) FROM invoice_payment_failures WHERE stripe_invoice_id = 'in_test_1'`},
+		{"DunningThinFirst", invFailed, "v1.invoice.payment_failed", "/v1/invoices/in_test_1", "invoice", true,
+			`SELECT count(*) FROM invoice_payment_failures WHERE stripe_invoice_id = 'in_test_1'`},
+		{"CheckoutThinFirst", paid, "v1.checkout.session.completed", "/v1/checkout/sessions/cs_test_paid", "checkout.session", true,
+			`SELECT count(*) FROM orders WHERE external_id = 'cs_test_paid'`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r := rt.New(t, rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
+			snapshot := rt.Fixture(t, c.snapshot)
+			var head struct {
+				ID string `json:"id"`
+			}
+			if err := json.Unmarshal(snapshot, &head); err != nil {
+				t.Fatal(err)
+			}
+			_, note := api.AddThin(stripetest.Thin{Type: c.thinType, SnapshotEvent: head.ID, Related: related(c.objType, c.path)})
+			deliveries := []func() rt.Response{
+				func() rt.Response { return r.Deliver(t, stripe.Spec, snapshot, nil) },
+				func() rt.Response { return r.Deliver(t, stripe.ThinSpec, note, nil) },
+			}
+			if c.thinFirst {
+				deliveries[0], deliveries[1] = deliveries[1], deliveries[0]
+			}
+			for _, d := range deliveries {
+				if res := d(); res.Status != http.StatusOK || cf.Outcome(res) != webhooks.OutcomeProcessed {
+					t.Fatalf("%d %s, want 200 processed", res.Status, res.Body)
+				}
+			}
+			if n := r.Count(t, c.want); n != 1 {
+				t.Errorf("%s = %d, want 1", c.want, n)
+			}
+			if n := len(r.SMTP.Messages()); n != 1 {
+				t.Errorf("%d emails for one change sent both ways, want 1", n)
+			}
+			if n := len(r.API.Requests()); c.objType == "checkout.session" && n != 1 {
+				t.Errorf("%d fulfillment calls, want 1", n)
+			}
+		})
 	}
 }
