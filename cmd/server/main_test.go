@@ -44,19 +44,20 @@ func TestMigrateCommand(t *testing.T) {
 		err := run(context.Background(), args, env, &out, &errOut)
 		return out.String() + errOut.String(), err
 	}
-	latest, err := db.LatestVersion()
-	if err != nil {
-		t.Fatal(err)
+	versions, err := db.Versions()
+	if err != nil || len(versions) < 2 {
+		t.Fatal(versions, err)
 	}
+	latest, previous := versions[len(versions)-1], versions[len(versions)-2] // numbers may skip
 	v := func(n uint) string { return fmt.Sprintf("schema version %d", n) }
 	steps := []struct {
 		args []string
 		want string
 	}{
 		{[]string{"migrate", "version"}, fmt.Sprintf("schema version %d (latest %d)", latest, latest)},
-		{[]string{"migrate", "down", fmt.Sprint(latest)}, "schema version 0"},
+		{[]string{"migrate", "down", fmt.Sprint(len(versions))}, "schema version 0"},
 		{[]string{"migrate", "up"}, v(latest)},
-		{[]string{"migrate", "down", "1"}, v(latest - 1)},
+		{[]string{"migrate", "down", "1"}, v(previous)},
 		{[]string{"migrate", "up"}, v(latest)},
 	}
 	for _, s := range steps {
