@@ -130,9 +130,9 @@ var ThinSpec = webhooks.Spec{
 	Types:            thinTypes,
 	// Unversioned: a thin event has no api_version, and what is fetched
 	// for it is read in the versions pinned here (V2APIVersion, APIVersion).
-	Retention:    3 * 24 * time.Hour,
-	Retries:      "retries for up to 3 days (live mode; a few times over hours in test mode)",
-	OrderSources: []string{Source},
+	Retention:    Spec.Retention, // Stripe retries an event destination as it retries an endpoint
+	Retries:      Spec.Retries,
+	OrderSources: Spec.OrderSources,
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
 		filter, _, err := FilterOf(s.Env)
 		if err != nil {
@@ -388,39 +388,30 @@ func (p *ThinProvider) read(ctx context.Context, note []byte, n *notification) (
 	}
 	obj := &fetchedObject{Type: string(rel.Type), ID: string(rel.ID), Account: account,
 		Path: ObjectPath(string(rel.Type), string(rel.ID), string(rel.URL)), FetchedAt: p.now().UTC().Truncate(time.Second)}
-	state, err := p.object(ctx, obj.Path, account)
-	switch {
-	case notFound(err):
-		obj.Error = err.Error()
-	case err != nil:
+	if obj.State, err = p.state(ctx, obj, obj.Path); err != nil {
 		return nil, nil, err
-	default:
-		obj.State = state
-		if obj.Type == "refund" {
-			// What the receiver applies of a refund is its charge's total refunded.
-			var r objectState
-			if err := webhooks.UnmarshalSigned(state, &r); err != nil || !stripeID(string(r.Charge)) {
-				obj.Error = fmt.Sprintf("refund %s names no charge", obj.ID)
-				break
-			}
-			charge, err := p.object(ctx, "/v1/charges/"+string(r.Charge), account)
-			switch {
-			case notFound(err):
-				obj.Error = err.Error()
-			case err != nil:
-				return nil, nil, err
-			default:
-				obj.Charge = charge
-			}
+	}
+	if obj.State != nil && obj.Type == "refund" {
+		// What the receiver applies of a refund is its charge's total refunded.
+		var r objectState
+		if err := webhooks.UnmarshalSigned(obj.State, &r); err != nil || !stripeID(string(r.Charge)) {
+			obj.Error = fmt.Sprintf("refund %s names no charge", obj.ID)
+		} else if obj.Charge, err = p.state(ctx, obj, "/v1/charges/"+string(r.Charge)); err != nil {
+			return nil, nil, err
 		}
 	}
 	t.related = obj
 	return t, fetchedBody(note, raw, obj), nil
 }
 
-// object reads an object and checks that it is a JSON object.
-func (p *ThinProvider) object(ctx context.Context, path, account string) (jsontext.Value, error) {
-	b, err := p.api.Object(ctx, path, account)
+// state reads an object of obj's account and checks that it is a JSON
+// object; one Stripe does not have (404) is none, and obj says why.
+func (p *ThinProvider) state(ctx context.Context, obj *fetchedObject, path string) (jsontext.Value, error) {
+	b, err := p.api.Object(ctx, path, obj.Account)
+	if notFound(err) {
+		obj.Error = err.Error()
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}

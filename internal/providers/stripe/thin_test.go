@@ -89,6 +89,8 @@ func newThinWorld(t *testing.T) *thinWorld {
 		"/v1/invoices/in_test_thin": thinInvoice, "/v1/invoices/in_test_thin_failed": thinFailedInvoice,
 		"/v1/charges/ch_test_thin": thinCharge, "/v1/subscriptions/sub_test_thin": thinSubscription,
 		"/v1/disputes/dp_test_thin": thinDispute, "/v1/customers/cus_test_thin": thinCustomer,
+		"/v1/refunds/re_test_thin": map[string]any{"id": "re_test_thin", "object": "refund", "amount": 3000,
+			"charge": "ch_test_thin", "payment_intent": "pi_test_thin", "status": "succeeded", "currency": "usd"},
 	} {
 		w.api.PutObject(path, "", obj)
 	}
@@ -119,6 +121,9 @@ func newThinWorld(t *testing.T) *thinWorld {
 		"severity": "non_critical", "summary": "We have failed to create a notification for your Stripe account.",
 		"impact": map[string]any{"event_type": "payment_intent.requires_action",
 			"related_object": related("payment_intent", "/v1/payment_intents/pi_test_x")}}})
+	add("health.refund", stripetest.Thin{Type: stripe.TypeGenerationFailure, Data: map[string]any{"alert_id": "halert_test_refund",
+		"severity": "critical", "impact": map[string]any{"event_type": "refund.created",
+			"related_object": related("refund", "/v1/refunds/re_test_thin")}}})
 	add("ping", stripetest.Thin{Type: stripe.TypeDestinationPing, Related: &stripetest.Related{ID: "ed_test_1",
 		Type: "v2.core.event_destination", URL: "/v2/core/event_destinations/ed_test_1"}})
 	add("meter", stripetest.Thin{Type: "v1.billing.meter.no_meter_found", Related: related("billing.meter", "/v1/billing/meters/mtr_test_1")})
@@ -186,6 +191,10 @@ func thinSuite(w *thinWorld) cf.Suite {
 			{Name: "GenerationFailureAfterTheEventCame", Given: []string{"v1.lost.completed"}, Deliver: "health.lost",
 				Want: []string{lostOrderPaid, lostAlertRow}, Steps: alertSteps,
 				Emails: []cf.Mail{lostConfirmation}, Calls: []string{lostCall}},
+			{Name: "GenerationFailureOfARefund", Deliver: "health.refund",
+				Want: []string{"refund pi_test_thin 3000 usd",
+					"health halert_test_refund refund.created refund re_test_thin severity=critical applied=charge.refunded"},
+				Steps: append(append([]string{}, alertSteps...), "email.refund=done"), Emails: []cf.Mail{refundMail}},
 			{Name: "GenerationFailureOfAnObjectNotActedOn", Deliver: "health.intent",
 				Want:  []string{"health halert_test_pi payment_intent.requires_action payment_intent pi_test_x severity=non_critical applied=-"},
 				Steps: alertSteps},
