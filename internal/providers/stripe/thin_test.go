@@ -8,10 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -519,5 +522,52 @@ func TestThinBesideSnapshot(t *testing.T) {
 				t.Errorf("%d fulfillment calls, want 1", n)
 			}
 		})
+	}
+}
+
+// TestThinStoredBodyPlansAlone: what is stored for a fetched thin event is
+// all its plan needs: the events read back from their claims, processed
+// again into an emptied database, write what they wrote, with no API call.
+func TestThinStoredBodyPlansAlone(t *testing.T) {
+	w := newThinWorld(t)
+	r := rt.New(t, rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", w.api.URL))
+	s := thinSuite(w)
+	ctx := context.Background()
+	var stored []webhooks.Event
+	for _, name := range []string{"v1.checkout", "health.lost"} {
+		res := s.DeliverOK(t, r, name)
+		var out struct{ Event string }
+		if err := json.Unmarshal([]byte(res.Body), &out); err != nil {
+			t.Fatal(err)
+		}
+		ev, err := webhooks.LoadEvent(ctx, r.Pool, out.Event)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored = append(stored, ev)
+	}
+	before := r.Snapshot(t)
+	if _, err := r.Pool.Exec(ctx, `TRUNCATE processed_events, orders, customers, stripe_health_alerts CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	w.api.FailNext(http.StatusInternalServerError, 100) // any call would fail
+	calls := len(w.api.Requests())
+	provs, err := server.Providers(r.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range stored {
+		if res := r.Server.Processor().Process(ctx, provs[ev.Source], ev); res.Outcome != webhooks.OutcomeProcessed {
+			t.Errorf("%s from its stored body: %s (%v), want processed", ev.Key, res.Outcome, res.Err)
+		}
+	}
+	if n := len(w.api.Requests()) - calls; n != 0 {
+		t.Errorf("%d API calls, want none", n)
+	}
+	if diff := cmp.Diff(before, r.Snapshot(t)); diff != "" {
+		t.Errorf("rows from the stored bodies (-delivered +replayed):\n%s", diff)
+	}
+	if n := r.Count(t, `SELECT count(*) FROM stripe_health_alerts WHERE alert_id = 'halert_test_lost'`); n != 1 {
+		t.Errorf("%d health alert rows, want 1", n)
 	}
 }
