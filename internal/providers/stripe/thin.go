@@ -580,11 +580,15 @@ func (p *ThinProvider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	return webhooks.ErrUnhandled
 }
 
-// families are the object types each handled event type is about.
+// families are the object types each handled event type is about, by a
+// prefix of the type (the refund object's events too, for a provider that
+// handles them).
 var families = map[string]string{
 	"checkout.session.":      "checkout.session",
 	"invoice.":               "invoice",
 	"charge.refunded":        "charge",
+	"charge.refund.":         "refund",
+	"refund.":                "refund",
 	"customer.subscription.": "subscription",
 	"charge.dispute.":        "dispute",
 	"customer.created":       "customer",

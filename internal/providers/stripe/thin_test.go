@@ -272,13 +272,15 @@ var familyObjects = map[string]struct {
 	"subscription":     {"subscription", "/v1/subscriptions/sub_test_thin", thinSubscription},
 	"dispute":          {"dispute", "/v1/disputes/dp_test_thin", thinDispute},
 	"customer":         {"customer", "/v1/customers/cus_test_thin", thinCustomer},
+	"refund": {"refund", "/v1/refunds/re_test_thin", map[string]any{"id": "re_test_thin", "object": "refund", "amount": 3000,
+		"charge": "ch_test_thin", "payment_intent": "pi_test_thin", "status": "succeeded", "currency": "usd", "created": 1764460800}},
 }
 
 // familyOf is the family of objects a handled event type is about.
 func familyOf(t *testing.T, typ string) string {
 	for _, p := range []struct{ prefix, family string }{{"checkout.session.", "checkout.session"}, {"invoice.", "invoice"},
-		{"charge.refunded", "charge"}, {"customer.subscription.", "subscription"}, {"charge.dispute.", "dispute"},
-		{"customer.", "customer"}} {
+		{"charge.refunded", "charge"}, {"charge.refund.", "refund"}, {"refund.", "refund"},
+		{"customer.subscription.", "subscription"}, {"charge.dispute.", "dispute"}, {"customer.", "customer"}} {
 		if strings.HasPrefix(typ, p.prefix) {
 			return p.family
 		}
@@ -318,7 +320,11 @@ func TestThinEveryHandledType(t *testing.T) {
 		for _, q := range api.Requests()[before:] {
 			paths = append(paths, q.Path)
 		}
-		if want := []string{"/v2/core/events/" + id, f.path}; strings.Join(paths, " ") != strings.Join(want, " ") {
+		want := []string{"/v2/core/events/" + id, f.path}
+		if f.typ == "refund" { // and the refund's charge, whose total refunded a health recovery applies
+			want = append(want, "/v1/charges/ch_test_thin")
+		}
+		if strings.Join(paths, " ") != strings.Join(want, " ") {
 			t.Errorf("%s fetched %v, want %v", typ, paths, want)
 		}
 		if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key = $1 AND source = 'stripe_thin'
