@@ -104,11 +104,8 @@ func ObjectPath(typ, id, u string) string {
 	return prefix + id
 }
 
-// ErrNotFound is a read of an object or event Stripe does not have (a 404:
-// resource_missing): asking again does not help.
-var ErrNotFound = errors.New("stripe has no such object")
-
-// notFound reports whether err is Stripe's 404.
+// notFound reports whether err is Stripe's 404 (resource_missing): asking
+// again does not help.
 func notFound(err error) bool {
 	var ae *APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
