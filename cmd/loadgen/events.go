@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	stripespec "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -45,6 +46,8 @@ func events(p webhooks.Spec) []string {
 	case "stripe":
 		out = append(out, stripeEvents...)
 		out = append(out, burstEvent)
+	case stripespec.ThinSource:
+		out = append(out, thinEvents...)
 	case "github":
 		if p.Example != nil {
 			out = append(out, githubPurchase)
@@ -634,6 +637,9 @@ func buildDelivery(p webhooks.Spec, event string, r rng, now time.Time) delivery
 	if t, ok := stripeTemplates[event]; ok && p.Source == "stripe" {
 		vals := stripeValues(r, now)
 		return delivery{id: vals["evt"], body: t.render(vals)}
+	}
+	if p.Source == stripespec.ThinSource && slices.Contains(thinEvents, event) {
+		return thinDelivery(event, r, now)
 	}
 	if (event == exampleEvent || event == githubPurchase) && p.Example != nil {
 		ex := p.Example(mrand.New(r), now)

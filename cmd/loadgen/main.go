@@ -98,6 +98,7 @@ type config struct {
 	Progress     bool
 	Marks        bool
 	PrintBody    bool
+	StripeAPI    string
 
 	spec webhooks.Spec // the provider's, from the registry
 }
@@ -130,6 +131,15 @@ Providers: every provider of the receiver's registry; each delivery is
 signed, and its headers made, by the provider's own description (its
 Spec), as the provider signs it.
 
+Stripe thin events (-provider stripe_thin, to /webhooks/stripe/thin,
+STRIPE_THIN_WEBHOOK_SECRET): "example" is a v2.core.event_destination.ping,
+which the receiver processes with no fetch; thin-checkout
+(v1.checkout.session.completed of a new paid session) and thin-health (a
+v2.core.health.event_generation_failure.resolved naming one) are fetched by
+the receiver from Stripe's API before it acts: run the receiver with
+STRIPE_API_BASE=http://<-stripe-api address> and any STRIPE_API_KEY=sk_test_…,
+and loadgen answers those reads for every id it makes.
+
 Events: Stripe bodies have the fields, nesting and size of real events of
 API version 2023-10-16 (invoice.created about 5.7 KB, invoice.paid about
 6.1 KB, checkout.session.completed about 3.9 KB), with new ids in every
@@ -145,6 +155,7 @@ Examples:
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -pool 500 -seed 7 -prime 500 -count 1   # send a fixed set once
   loadgen -url http://127.0.0.1:8080 -secret whsec_... -pool 500 -seed 7 -duration 30s          # then replay only it
   loadgen -event checkout -print-body
+  loadgen -url http://127.0.0.1:8080 -provider stripe_thin -event thin-checkout -stripe-api 127.0.0.1:12111 -count 1000
 
 Flags:
 `
@@ -180,6 +191,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.BoolVar(&c.Progress, "progress", true, "print a progress line to stderr once a second")
 	fs.BoolVar(&c.Marks, "marks", false, "print \"loadgen: measuring\" and \"loadgen: measured\" lines to stderr when the measured window starts and ends (for a harness sampling CPU)")
 	fs.BoolVar(&c.PrintBody, "print-body", false, "print the body of one new -event to stdout and exit")
+	fs.StringVar(&c.StripeAPI, "stripe-api", "", "serve, on this `address` (127.0.0.1:12111), the part of Stripe's API a receiver reads for loadgen's thin events (thin-checkout, thin-health): point the receiver's STRIPE_API_BASE at it")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -370,6 +382,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		d := newDelivery(cfg.spec, cfg.Event, time.Now())
 		_, err := stdout.Write(d.body)
 		return err
+	}
+	if cfg.StripeAPI != "" {
+		ln, err := net.Listen("tcp", cfg.StripeAPI)
+		if err != nil {
+			return fmt.Errorf("-stripe-api: %w", err)
+		}
+		api := &http.Server{Handler: thinAPI(), ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = api.Serve(ln) }()
+		defer api.Close()
+		fmt.Fprintf(stderr, "loadgen: serving Stripe's API for thin events on http://%s\n", ln.Addr())
 	}
 	idle := cfg.Concurrency
 	if cfg.Rate > 0 {

@@ -51,9 +51,18 @@ const (
 	CauseLoad Cause = "load"
 	// CauseFailover: the database's primary changed under the receiver.
 	CauseFailover Cause = "failover"
+	// CauseGenerationFailure: a sender reported an event it failed to
+	// generate and will never deliver (Stripe's
+	// v2.core.health.event_generation_failure.resolved), and what the
+	// receiver recovered of it. Raised by the event that reports it, as
+	// its own steps (EventSteps), not by the Monitor: once per failure the
+	// sender names (its alert id), whatever the hour, since each names
+	// another object to check.
+	CauseGenerationFailure Cause = "event_generation_failure"
 )
 
-// Causes lists every Cause.
+// Causes lists every Cause the Monitor evaluates (CauseGenerationFailure
+// is raised by the events that report it).
 var Causes = []Cause{CauseParked, CauseSignature, CauseSilence, CauseReconcile, CauseLoad, CauseFailover}
 
 // KeyPrefix starts the claim key of every alert: alerts are one range of

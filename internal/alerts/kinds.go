@@ -77,6 +77,23 @@ func MaskURL(raw string) string {
 	return u.Scheme + "://" + u.Host + "/****"
 }
 
+// EventSteps are an alert raised by an event rather than by the Monitor
+// (CauseGenerationFailure): a step of that event on each channel, planned
+// with it, run under a lease and finished by the redriver as its other
+// steps are, keyed "<event key>/alert.webhook" (and "/alert.email"). A
+// channel this process has not configured is recorded skipped, with the
+// reason, as any step of an unconfigured kind.
+func EventSteps(a Alert) ([]webhooks.Step, error) {
+	payload, err := json.Marshal(a)
+	if err != nil {
+		return nil, err
+	}
+	return []webhooks.Step{
+		{Name: StepWebhook, Kind: KindWebhook, Payload: payload},
+		{Name: StepEmail, Kind: KindEmail, Payload: payload},
+	}, nil
+}
+
 // WebhookKind sends alerts to the webhook: POST {"text": …} with the
 // alert's cause, subject, hour and key beside it. It never follows a
 // redirect: the URL is a secret, and the alert would go, in clear
@@ -254,12 +271,16 @@ func (k EmailKind) Run(ctx context.Context, key string, payload json.RawMessage)
 	if domain == "" {
 		domain = k.Domain
 	}
+	once := "at most once an hour for each cause (" + string(a.Cause) + ")"
+	if a.Cause == CauseGenerationFailure {
+		once = "once for each failure the sender reports (" + string(a.Cause) + ")"
+	}
 	return mail.WithReplyCode(k.Sender.Send(ctx, mail.Message{
 		MessageID: mail.MessageID(key, domain),
 		From:      from,
 		To:        to,
 		Subject:   "[paywebhooks] " + a.Title,
-		Text: a.Text + "\n\n-- \nSent at most once an hour for each cause (" + string(a.Cause) +
-			"), by the receiver's alerts. The console's overview and `server events list` say more.\n",
+		Text: a.Text + "\n\n-- \nSent " + once + ", by the receiver's alerts. The console's overview and " +
+			"`server events list` say more.\n",
 	}))
 }

@@ -140,7 +140,12 @@ func (c Config) Settings(source string) webhooks.Settings {
 	return webhooks.Settings{
 		Secrets:     p.Secrets,
 		NotifyEmail: c.NotifyEmail,
-		Env:         func(name string) string { return p.Vars[name] },
+		Env: func(name string) string {
+			if v, ok := p.Vars[name]; ok {
+				return v
+			}
+			return c.Var(name) // a second Spec of a provider's folder reads the first's variables
+		},
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -269,22 +270,34 @@ func Version(databaseURL string) (version uint, dirty bool, err error) {
 
 // LatestVersion is the highest migration version embedded in the binary.
 func LatestVersion() (uint, error) {
-	entries, err := migrations.FS.ReadDir(".")
-	if err != nil {
+	vs, err := Versions()
+	if err != nil || len(vs) == 0 {
 		return 0, err
 	}
-	var latest uint
+	return vs[len(vs)-1], nil
+}
+
+// Versions are the migration versions embedded in the binary, ascending.
+// Numbers may skip (each branch of work takes its own), so that migrating
+// down N steps from the latest reaches Versions()[len-1-N], not latest-N.
+func Versions() ([]uint, error) {
+	entries, err := migrations.FS.ReadDir(".")
+	if err != nil {
+		return nil, err
+	}
+	var out []uint
 	for _, e := range entries {
 		var v uint
 		name := e.Name()
 		if !strings.HasSuffix(name, ".up.sql") {
 			continue
 		}
-		if _, err := fmt.Sscanf(name, "%d_", &v); err == nil && v > latest {
-			latest = v
+		if _, err := fmt.Sscanf(name, "%d_", &v); err == nil {
+			out = append(out, v)
 		}
 	}
-	return latest, nil
+	slices.Sort(out)
+	return out, nil
 }
 
 // Readiness is what Ready found.

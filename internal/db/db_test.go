@@ -59,7 +59,11 @@ func TestMigrationsUpDownUp(t *testing.T) {
 	if have := tables(t, url); have["webhook_events"] {
 		t.Errorf("webhook_events survived migration 3, which moves the bodies into the claims")
 	}
-	if err := db.MigrateDown(url, int(latest)-1); err != nil {
+	versions, err := db.Versions() // numbers may skip: down by steps
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MigrateDown(url, len(versions)-1); err != nil {
 		t.Fatal(err)
 	}
 	check(1, "processed_events")
@@ -88,11 +92,11 @@ func TestMigrationsUpDownUp(t *testing.T) {
 // processed_events exactly as the contract gives it.
 func TestProcessedEventsAsContracted(t *testing.T) {
 	url := pgtest.NewDB(t)
-	latest, err := db.LatestVersion()
+	versions, err := db.Versions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.MigrateDown(url, int(latest)-1); err != nil { // down to version 1
+	if err := db.MigrateDown(url, len(versions)-1); err != nil { // down to version 1
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(context.Background(), url)
@@ -134,11 +138,11 @@ FROM information_schema.columns WHERE table_name = 'processed_events' ORDER BY o
 func TestMigration3MovesBodiesIntoClaims(t *testing.T) {
 	ctx := context.Background()
 	url := pgtest.NewDB(t)
-	latest, err := db.LatestVersion()
+	versions, err := db.Versions() // numbers may skip: down by steps
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.MigrateDown(url, int(latest)-2); err != nil { // down to version 2
+	if err := db.MigrateDown(url, len(versions)-2); err != nil { // down to version 2
 		t.Fatal(err)
 	}
 	conn, err := pgx.Connect(ctx, url)
@@ -188,7 +192,7 @@ VALUES ('evt_old/email.confirmation', 'stripe', 'parked', 'step', 'evt_old', 'em
 	if got := steps["fulfillment"]; got != `fulfillment {"order": {"id": 7, "source": "stripe", "currency": "usd", "external_id": "cs_old", "amount_cents": 500, "customer_email": "a@example.com"}}` {
 		t.Errorf("fulfillment step after migration 3: %s", got)
 	}
-	if err := db.MigrateDown(url, int(latest)-2); err != nil {
+	if err := db.MigrateDown(url, len(versions)-2); err != nil {
 		t.Fatal(err)
 	}
 	var back string

@@ -19,7 +19,7 @@ func TestDeployGuideListsEveryEvent(t *testing.T) {
 	_, section, _ := strings.Cut(string(doc), "## The events to enable at each provider")
 	section, _, _ = strings.Cut(section, "\n## ")
 	for _, s := range providers.All() {
-		if !strings.Contains(section, "/webhooks/"+s.Source+"`") {
+		if !strings.Contains(section, s.Route()+"`") {
 			t.Errorf("docs/deploy.md does not say where %s sends (%s)", s.Source, s.Route())
 		}
 		for _, typ := range s.Types {

@@ -33,6 +33,7 @@ type Provider struct {
 func List() []Provider {
 	return []Provider{
 		{stripe.Spec, &stripe.Reconciler},
+		{stripe.ThinSpec, nil}, // Stripe's thin events: fetched from its API, no catch-up of their own
 		{github.Spec, &github.Reconciler},
 		{paddle.Spec, &paddle.Reconciler},
 		{polar.Spec, &polar.Reconciler},

@@ -98,6 +98,21 @@
 // TestCustomerBurstWaitsOnNothing holds it: it runs every pair of the events
 // of two checkouts of one customer, the first held open before its commit,
 // and fails if the second waits for a lock.
+// # A delivery that only names its event
+//
+// Some deliveries carry no event, only its name (Stripe's thin events, on
+// a route of their own: a Spec's Path). Their Verify checks the signature
+// and the name and sets Event.Fetch; the delivery is admitted as any other
+// (no body read without a signature header, no slot before it is
+// verified) and then holds its slot while the processor reads the event's
+// claims: a copy is answered from them, with no call to the sender's API.
+// Only an event never claimed is fetched, before its transaction, by the
+// provider's bounded client (its time, retries and response size, and a
+// limit on the fetches under way, past which it refuses at once rather
+// than hold a slot waiting); what the API returns becomes the event's
+// Body, stored with its claim and planned as any other, so that a replay
+// plans it again without fetching. A fetch that fails is answered 503
+// (fetch_failed) with nothing written: the sender retries.
 //
 // # The states of a step's claim
 //

@@ -2,6 +2,7 @@ package webhooks
 
 import (
 	"bytes"
+	"context"
 	"encoding/json/jsontext"
 	jsonv2 "encoding/json/v2"
 	"errors"
@@ -44,6 +45,18 @@ type Event struct {
 	// SecretIndex is the position, in the configured list, of the secret
 	// that verified the delivery. Never stored.
 	SecretIndex int
+
+	// Fetch, when set by Verify, says that the delivery only names its
+	// event (Stripe's thin events), and returns the event whole, as the
+	// sender's API tells it now: the same Source and Key, the body to
+	// store and plan. The processor calls it only for an event it holds
+	// no claim of (a copy costs the read of its claims, no call), before
+	// the event's transaction; an error is answered 503 (OutcomeFetchFailed)
+	// with nothing written, and the sender retries. It bounds its own calls
+	// (the API's retries, time and response size) and may refuse at once
+	// when too many fetches are under way. Never stored: an event read
+	// back from its claim is whole.
+	Fetch func(ctx context.Context) (Event, error)
 }
 
 // ResendAge is how long after an event was created a sender must have

@@ -112,6 +112,15 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 		telemetry.AttrSource.String(ev.Source), telemetry.AttrEventID.String(ev.ID), telemetry.AttrEventKey.String(ev.Key),
 		telemetry.AttrEventType.String(ev.Type), telemetry.AttrVia.String(string(via)))
 	defer func() { endProcess(span, res); span.End() }()
+	if ev.Fetch != nil {
+		// The delivery only names its event: a copy is answered from its
+		// claims, and only an event never claimed is fetched, before its
+		// transaction, so that a failed fetch writes nothing.
+		var done bool
+		if ev, res, done = p.fetch(ctx, ev); done {
+			return res
+		}
+	}
 	if ev.Resent {
 		// Likely a copy: read what became of the event before sending
 		// its claim, body and writes. Found, it is resumed from that one
@@ -170,6 +179,34 @@ func (p *Processor) process(ctx context.Context, prov Provider, ev Event, claim 
 		p.afterEventCommit(ev)
 	}
 	return p.runSteps(ctx, leased, OutcomeProcessed)
+}
+
+// fetch makes whole an event whose delivery only names it (Event.Fetch),
+// unless its claims say it was claimed before: then done, and res is what
+// resuming it gave.
+func (p *Processor) fetch(ctx context.Context, named Event) (ev Event, res Result, done bool) {
+	switch claims, err := p.lookup(ctx, named.Key); {
+	case err != nil:
+		p.log.ErrorContext(ctx, "event not looked up", "error", err)
+		return named, Result{Outcome: OutcomeError, Err: err}, true
+	case claims.Status != "":
+		return named, p.resume(ctx, named, claims), true
+	}
+	fctx, span := telemetry.Start(ctx, "webhook.fetch", trace.SpanKindClient)
+	ev, err := named.Fetch(fctx)
+	if err == nil && (ev.Key != named.Key || ev.Source != named.Source || ev.Fetch != nil) {
+		err = fmt.Errorf("the fetch of %s returned event %s of %s, not the event whole", named.Key, ev.Key, ev.Source)
+	}
+	if err != nil {
+		telemetry.Failed(span, telemetry.ErrorClass(err))
+		span.End()
+		p.log.WarnContext(ctx, "event not fetched; nothing written, the sender retries", "error", err)
+		return named, Result{Outcome: OutcomeFetchFailed, Err: err}, true
+	}
+	span.End()
+	// Looked up already: a copy that raced this one is known by its claim.
+	ev.Via, ev.Resent = named.Via, false
+	return ev, Result{}, false
 }
 
 // commit sends the event's transaction in one round trip: the claim (with

@@ -17,8 +17,13 @@ import (
 // there.
 type Spec struct {
 	// Source names the provider in keys, rows, logs and metrics, and its
-	// route: POST /webhooks/<Source>.
+	// route: POST /webhooks/<Source>, unless Path names another.
 	Source string
+	// Path, when set, is the route's path instead of /webhooks/<Source>:
+	// for a second Spec of one provider's folder, whose deliveries come
+	// from another kind of endpoint of the same sender (Stripe's event
+	// destinations of thin events, /webhooks/stripe/thin).
+	Path string
 	// Secret is the variable of its signing secret(s). With no value, the
 	// route is not mounted: the receiver never serves what it cannot verify.
 	Secret Var
@@ -112,8 +117,14 @@ type Example struct {
 	Header http.Header
 }
 
-// Route is the path the provider's deliveries are posted to.
-func (s Spec) Route() string { return "/webhooks/" + s.Source }
+// Route is the path the provider's deliveries are posted to: Path, or
+// /webhooks/<Source>.
+func (s Spec) Route() string {
+	if s.Path != "" {
+		return s.Path
+	}
+	return "/webhooks/" + s.Source
+}
 
 // Handles reports whether the provider acts on events of type t.
 func (s Spec) Handles(t string) bool {
@@ -193,6 +204,8 @@ type Settings struct {
 	Secrets     []string // the values of Spec.Secret, in order
 	NotifyEmail string   // NOTIFY_EMAIL: who gets notices with no customer address
 	// Env returns the value of one of Spec.Vars, already validated (its
-	// default when unset).
+	// default when unset), or of another Spec's (a second Spec of one
+	// provider's folder reads the first's: Stripe's thin events, its API
+	// key and filter).
 	Env func(name string) string
 }

@@ -40,6 +40,9 @@ const (
 	OutcomeLeaseConflict Outcome = "lease_conflict" // another worker holds a fresh lease; 503
 	OutcomeStepFailed    Outcome = "step_failed"    // a step failed and gave its lease back; 502
 	OutcomeError         Outcome = "error"          // the database failed; 503
+	// OutcomeFetchFailed: a delivery that only names its event (Event.Fetch)
+	// could not fetch it from the sender's API; nothing was written; 503.
+	OutcomeFetchFailed Outcome = "fetch_failed"
 )
 
 // Acknowledged reports whether the sender may stop sending: the delivery

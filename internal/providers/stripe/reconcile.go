@@ -15,7 +15,8 @@ var (
 	apiKey = webhooks.Var{
 		Name: "STRIPE_API_KEY",
 		Doc: "a Stripe API key for catching up on events the endpoint missed (`server reconcile stripe`, " +
-			"`RECONCILE_INTERVAL`): a restricted key with read access to Events is enough",
+			"`RECONCILE_INTERVAL`): a restricted key with read access to Events is enough; thin events " +
+			"(`STRIPE_THIN_WEBHOOK_SECRET`) are fetched with it from `/v2`, which Stripe opens to secret keys (`sk_…`)",
 		Secret: true,
 		Check: func(v string) error {
 			if !strings.HasPrefix(v, "sk_") && !strings.HasPrefix(v, "rk_") {

@@ -5,6 +5,12 @@
 // customer addresses on the transaction that holds the event's claim. It
 // acts only on the events of its Filter (STRIPE_LIVEMODE,
 // STRIPE_CONNECT_ACCOUNTS); the others are acknowledged and ignored.
+//
+// Its second Spec, ThinSpec (thin.go), is the route of an event
+// destination's thin events, which are fetched from Stripe's API (v2.go)
+// and applied through this provider's plan, Stripe's reports of events it
+// never generated among them (health.go). The API version policy, which
+// versions are read and what endpoints check reports, is versions.go's.
 package stripe
 
 import (
@@ -182,33 +188,9 @@ func (s *skimmed) hasObject() bool { return s.Data != nil && bool(s.Data.Object)
 // sign must be within Tolerance on both sides, and the body must be a
 // Stripe Event with data.
 func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.Event, error) {
-	header := h.Get("Stripe-Signature")
-	if header == "" {
-		return webhooks.Event{}, webhooks.Reject("missing_signature", errors.New("no Stripe-Signature header"))
-	}
-	if ct := h.Get("Content-Type"); ct != "" {
-		if mt, err := webhooks.MediaType(ct); err != nil || mt != "application/json" {
-			return webhooks.Event{}, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", quote(ct)))
-		}
-	}
-	sig, err := parseSignature(header)
+	matched, signedAt, err := verifySigned(h, body, p.secrets, now)
 	if err != nil {
-		return webhooks.Event{}, webhooks.Reject("invalid_header", err)
-	}
-	matched := sig.match(body, p.secrets)
-	signedAt := time.Unix(sig.at, 0)
-	switch {
-	case matched < 0:
-		fresh := webhooks.SignedStale
-		if now.Sub(signedAt).Abs() <= Tolerance {
-			fresh = webhooks.SignedFresh
-		}
-		return webhooks.Event{}, webhooks.RejectSignature(fresh,
-			fmt.Errorf("no v1 signature matches %s", webhooks.ConfiguredSecrets(len(p.secrets))))
-	case now.Sub(signedAt) > Tolerance:
-		return webhooks.Event{}, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(signedAt).Round(time.Second)))
-	case signedAt.Sub(now) > Tolerance:
-		return webhooks.Event{}, webhooks.Reject("timestamp_in_future", fmt.Errorf("signed %s ahead", signedAt.Sub(now).Round(time.Second)))
+		return webhooks.Event{}, err
 	}
 	// Stripe signs every attempt anew: an attempt signed long after the
 	// event was created is a retry or a resend, which the processor looks
@@ -241,6 +223,43 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) (webhooks.E
 	ev.SecretIndex = matched
 	ev.Resent = resent(ev.Payload.(*envelope).Created)
 	return ev, nil
+}
+
+// verifySigned checks what every Stripe delivery is signed with, snapshot
+// events and thin ones alike: a JSON Content-Type when there is one, and
+// Stripe-Signature, parsed once, every v1 signature tried against every
+// secret, the timestamp they sign within Tolerance on both sides. It
+// returns the position of the secret that matched and when it signed.
+func verifySigned(h http.Header, body []byte, secrets []string, now time.Time) (int, time.Time, error) {
+	header := h.Get("Stripe-Signature")
+	if header == "" {
+		return -1, time.Time{}, webhooks.Reject("missing_signature", errors.New("no Stripe-Signature header"))
+	}
+	if ct := h.Get("Content-Type"); ct != "" {
+		if mt, err := webhooks.MediaType(ct); err != nil || mt != "application/json" {
+			return -1, time.Time{}, webhooks.Reject("unsupported_content_type", fmt.Errorf("content type %s", quote(ct)))
+		}
+	}
+	sig, err := parseSignature(header)
+	if err != nil {
+		return -1, time.Time{}, webhooks.Reject("invalid_header", err)
+	}
+	matched := sig.match(body, secrets)
+	signedAt := time.Unix(sig.at, 0)
+	switch {
+	case matched < 0:
+		fresh := webhooks.SignedStale
+		if now.Sub(signedAt).Abs() <= Tolerance {
+			fresh = webhooks.SignedFresh
+		}
+		return -1, signedAt, webhooks.RejectSignature(fresh,
+			fmt.Errorf("no v1 signature matches %s", webhooks.ConfiguredSecrets(len(secrets))))
+	case now.Sub(signedAt) > Tolerance:
+		return -1, signedAt, webhooks.Reject("timestamp_too_old", fmt.Errorf("signed %s ago", now.Sub(signedAt).Round(time.Second)))
+	case signedAt.Sub(now) > Tolerance:
+		return -1, signedAt, webhooks.Reject("timestamp_in_future", fmt.Errorf("signed %s ahead", signedAt.Sub(now).Round(time.Second)))
+	}
+	return matched, signedAt, nil
 }
 
 // Decode reads the envelope of a Stripe Event, verified, stored or fetched

@@ -1,5 +1,6 @@
 // Package stripetest is a fake of Stripe's Events API for tests, served
-// on loopback: `GET /v1/events` and `GET /v1/events/{id}`, with the API key
+// on loopback: `GET /v1/events` and `GET /v1/events/{id}` (and, for thin
+// events, `GET /v2/core/events/{id}` and the objects they name: thin.go), with the API key
 // checked and the list behaving like Stripe's rather than like stripe-mock's
 // (which answers one fixed event whatever the filters, and ignores paging).
 //
@@ -78,6 +79,9 @@ type Request struct {
 	Status int
 	// Account is the request's Stripe-Account header.
 	Account string
+	// Context and Version are its Stripe-Context and Stripe-Version
+	// headers (the thin events' reads, thin.go).
+	Context, Version string
 }
 
 // Misbehaviour is a way the fake API can page wrongly (Misbehave).
@@ -106,6 +110,7 @@ type Server struct {
 	Key string
 
 	mu        sync.Mutex
+	thin      thinState // v2 events and objects (thin.go)
 	events    []*Event
 	seq       int
 	requests  []Request
@@ -283,7 +288,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	status := s.answer(w, r)
 	s.mu.Lock()
 	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: status,
-		Account: r.Header.Get("Stripe-Account")})
+		Account: r.Header.Get("Stripe-Account"), Context: r.Header.Get("Stripe-Context"), Version: r.Header.Get("Stripe-Version")})
 	s.mu.Unlock()
 }
 
@@ -318,6 +323,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	if r.Method != http.MethodGet {
 		return writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error",
 			Message: fmt.Sprintf("Unrecognized request URL (%s: %s).", r.Method, r.URL.Path)})
+	}
+	if st, ok := s.answerThin(w, r); ok {
+		return st
 	}
 	switch {
 	case r.URL.Path == "/v1/events":

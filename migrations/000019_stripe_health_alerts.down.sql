@@ -1,0 +1,1 @@
+DROP TABLE IF EXISTS stripe_health_alerts;
