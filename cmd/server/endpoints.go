@@ -8,6 +8,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 var endpointsGroup = group{name: "endpoints", usage: `usage:
@@ -73,7 +74,8 @@ func endpointsCmd(ctx context.Context, args []string, getenv func(string) string
 	case r.Checked() == 0:
 		return fmt.Errorf("server endpoints check: no provider could be checked: set the API key of one (see server endpoints check --help)")
 	case !r.OK():
-		return fmt.Errorf("server endpoints check: %d left wrong, %d failed", r.Problems(), r.Failed())
+		return fmt.Errorf("server endpoints check: %s left, %s", webhooks.Plural(r.Problems(), "problem", "problems"),
+			webhooks.Plural(r.Failed(), "failure", "failures"))
 	}
 	return nil
 }

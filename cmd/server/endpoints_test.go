@@ -71,7 +71,7 @@ func TestEndpointsCheckExitStatus(t *testing.T) {
 	api.DeleteWebhookEndpoint(we.ID)
 	out, errOut, err = cli(env, "endpoints", "check")
 	if exitCode(err) != exitFailure || !strings.Contains(out, "stripe: no endpoint sends to https://pay.example.com/webhooks/stripe") ||
-		!strings.Contains(errOut, "server endpoints check: 1 left wrong, 0 failed") {
+		!strings.Contains(errOut, "server endpoints check: 1 problem left, 0 failures") {
 		t.Errorf("no endpoint: exit %d\nstdout:\n%s\nstderr:\n%s", exitCode(err), out, errOut)
 	}
 

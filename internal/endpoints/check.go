@@ -290,7 +290,7 @@ func (c *Check) Run(ctx context.Context, o Options) (Report, error) {
 	}
 	ctx, unbound := reconcile.Bound(ctx, limits)
 	defer unbound()
-	r := Report{PublicURL: base}
+	r := Report{PublicURL: base, Findings: []Finding{}, Remaining: []Finding{}}
 	for _, t := range c.Targets {
 		c.one(ctx, t, base, o, &r)
 	}

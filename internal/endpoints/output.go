@@ -8,8 +8,9 @@ import (
 
 // Write writes the report for a person: a line per finding as found, a
 // line per change made (and the signing secret of an endpoint created,
-// once, with what to do with it), then a summary line per provider and a
-// last line. A run that found nothing wrong writes the summary only.
+// once, with what to do with it) and, after changes, a line per problem
+// they left; then a summary line per provider and a last line. A run that
+// found nothing wrong writes the summary only.
 func (r Report) Write(w io.Writer) error {
 	var b strings.Builder
 	for _, f := range r.Findings {
@@ -20,6 +21,14 @@ func (r Report) Write(w io.Writer) error {
 	}
 	for _, c := range r.Created {
 		b.WriteString(c.String())
+	}
+	if len(r.Changes)+len(r.Created) > 0 {
+		// What the changes left, as the API shows it now.
+		for _, f := range r.Remaining {
+			if !f.Note {
+				b.WriteString("left: " + f.String() + "\n")
+			}
+		}
 	}
 	for _, s := range r.Providers {
 		b.WriteString(s.String() + "\n")

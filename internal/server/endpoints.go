@@ -22,6 +22,14 @@ func (s *Server) setupEndpoints(ps []endpoints.Provider) {
 		s.log.Warn("periodic endpoint check off: PUBLIC_URL is unset, so which of the providers' endpoints are this receiver's cannot be told")
 		return
 	}
+	configured := false
+	for _, p := range ps {
+		configured = configured || p.Unconfigured(s.cfg.Settings(p.Source).Env) == ""
+	}
+	if !configured {
+		s.log.Info("periodic endpoint check off: no provider's API key is set")
+		return
+	}
 	job := s.endpointsJob(ps)
 	runner := &reconcile.Runner{Interval: s.cfg.ReconcileInterval, Jobs: []reconcile.Job{job.Job()}, Log: s.log}
 	s.log.Info("periodic endpoint check on", "interval", s.cfg.ReconcileInterval, "public_url", s.cfg.PublicURL)

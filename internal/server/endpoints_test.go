@@ -149,3 +149,39 @@ func TestPeriodicEndpointAlert(t *testing.T) {
 		t.Errorf("two intervals after the last run, raised %v", a)
 	}
 }
+
+// TestPeriodicEndpointCheckWiring: the check runs beside the server only
+// with RECONCILE_INTERVAL, PUBLIC_URL and a provider's API key, and the
+// log says why it does not otherwise.
+func TestPeriodicEndpointCheckWiring(t *testing.T) {
+	base := map[string]string{"DATABASE_URL": "postgres://receiver@localhost:5432/receiver", "PUBLIC_URL": "https://pay.example.com",
+		"RECONCILE_INTERVAL": "15m", "STRIPE_API_KEY": "rk_test_wiring_0123456789"}
+	for _, tc := range []struct {
+		name, unset string
+		on          bool
+		log         string
+	}{
+		{"On", "", true, "periodic endpoint check on"},
+		{"NoInterval", "RECONCILE_INTERVAL", false, ""},
+		{"NoPublicURL", "PUBLIC_URL", false, "periodic endpoint check off: PUBLIC_URL is unset"},
+		{"NoAPIKey", "STRIPE_API_KEY", false, "periodic endpoint check off: no provider's API key is set"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := config.Load(func(k string) string {
+				if k == tc.unset {
+					return ""
+				}
+				return base[k]
+			}, []webhooks.Spec{stripe.Spec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var logs strings.Builder
+			s := &Server{cfg: cfg, log: slog.New(slog.NewTextHandler(&logs, nil))}
+			s.setupEndpoints([]endpoints.Provider{stripe.Endpoints})
+			if on := len(s.background) == 1; on != tc.on || !strings.Contains(logs.String(), tc.log) {
+				t.Errorf("running: %v, want %v; log:\n%s", on, tc.on, logs.String())
+			}
+		})
+	}
+}
