@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
@@ -28,7 +29,8 @@ const devAdminAddr = "127.0.0.1:8081"
 // variables to add to its environment, and a function that stops what
 // it started: the console's address and token, the development fulfillment
 // API, each unless getenv says the developer set it. It prints where each
-// is and how to reach the receiver.
+// is and how to reach the receiver, and the event types to enable at each
+// provider (endpoints.Enable).
 func setUpReceiver(cfg options, getenv func(string) string, stderr io.Writer) ([]string, func(), error) {
 	var more []string
 	stop := func() {}
@@ -95,6 +97,7 @@ func setUpReceiver(cfg options, getenv func(string) string, stderr io.Writer) ([
 		}
 	}
 	fmt.Fprintf(stderr, "Webhook routes: %s\n", strings.Join(routes, ", "))
+	fmt.Fprint(stderr, endpoints.Enable(endpoints.Targets(providers.All(), providers.Endpoints())))
 	fmt.Fprintln(stderr, "From another terminal: eval \"$(bin/dev env)\" sets DATABASE_URL and the secrets this receiver runs with, then")
 	fmt.Fprintln(stderr, "  bin/server events list")
 	fmt.Fprintln(stderr, "  bin/loadgen -event checkout -count 1 -concurrency 1 -progress=false   # a signed test checkout")

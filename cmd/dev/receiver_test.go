@@ -15,7 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
@@ -23,8 +25,9 @@ import (
 // that checks what the receiver would get (TestHelperReceiver): the console
 // on 127.0.0.1:8081 with the token kept in the secrets file, and a
 // fulfillment API that answers the receiver's client and records the call.
-// dev prints the console's URL and token, the fulfillment API, the routes
-// and the Stripe CLI recipe; a second run keeps the token.
+// dev prints the console's URL and token, the fulfillment API, the routes,
+// the event types to enable at each provider and the Stripe CLI recipe; a
+// second run keeps the token.
 func TestReceiverSetUp(t *testing.T) {
 	skipShort(t)
 	dir := t.TempDir()
@@ -61,6 +64,7 @@ func TestReceiverSetUp(t *testing.T) {
 		"Fulfillment API: FULFILLMENT_URL=http://127.0.0.1:",
 		"fulfillment API: 201 order 42 (stripe cs_test_42, 2500 eur), Idempotency-Key dev-test-key, signature verified",
 		"Webhook routes: http://localhost:8080/webhooks/stripe",
+		endpoints.Enable(endpoints.Targets(providers.All(), providers.Endpoints())),
 		"stripe listen --forward-to localhost:8080/webhooks/stripe",
 		"STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run",
 		`eval "$(bin/dev env)"`,

@@ -1,6 +1,6 @@
 // Command server is the webhook receiver. With no arguments it serves HTTP;
 // `server migrate`, `server events`, `server reconcile`, `server
-// healthcheck` and `server version` are its operator commands, each with
+// endpoints`, `server healthcheck` and `server version` are its operator commands, each with
 // --help (which needs no configuration) and the exit statuses of cli.go.
 //
 // Configuration comes from the environment; see the README.
@@ -54,6 +54,7 @@ const usage = `usage:
   server migrate up|down N|version  manage the schema (server migrate --help)
   server events COMMAND ...         list, show, replay, resolve and prune events (server events --help)
   server reconcile NAME ...         catch up on events the deliveries missed (server reconcile --help)
+  server endpoints check [--fix]    check how each provider is set up to send here (server endpoints --help)
   server healthcheck [--url URL]    exit 0 when the server on HTTP_ADDR answers GET /healthz
   server version [--json]           the version this binary was built as (also: server --version)
   server help COMMAND ...           a command's usage (also: server COMMAND ... --help)
@@ -99,6 +100,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return eventsCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "reconcile":
 		return reconcileCmd(ctx, args[1:], getenv, stdout, stderr)
+	case "endpoints":
+		return endpointsCmd(ctx, args[1:], getenv, stdout)
 	case "healthcheck":
 		return healthcheckCmd(ctx, args[1:], getenv, stdout)
 	case "version", "-version", "--version":

@@ -4,7 +4,8 @@
 // hold); a provider has sent nothing verified for longer than its usual
 // silence; a reconciliation found events the deliveries had missed; the
 // receiver refused deliveries for load; the database's primary changed (a
-// fail-over, which may have lost acknowledged deliveries).
+// fail-over, which may have lost acknowledged deliveries); the periodic
+// endpoint check found a provider's endpoint wrong (once per finding).
 //
 // A Monitor runs in every replica and evaluates the causes every minute:
 // the parked claims, the deliveries and the reconciliation runs from the
@@ -59,11 +60,14 @@ const (
 	// sender names (its alert id), whatever the hour, since each names
 	// another object to check.
 	CauseGenerationFailure Cause = "event_generation_failure"
+	// CauseEndpoint: the periodic endpoint check found a provider set up
+	// to send this receiver less than it acts on (endpoint.go).
+	CauseEndpoint Cause = "endpoint"
 )
 
 // Causes lists every Cause the Monitor evaluates (CauseGenerationFailure
 // is raised by the events that report it).
-var Causes = []Cause{CauseParked, CauseSignature, CauseSilence, CauseReconcile, CauseLoad, CauseFailover}
+var Causes = []Cause{CauseParked, CauseSignature, CauseSilence, CauseReconcile, CauseLoad, CauseFailover, CauseEndpoint}
 
 // KeyPrefix starts the claim key of every alert: alerts are one range of
 // the claims' primary key.

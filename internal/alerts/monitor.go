@@ -99,6 +99,7 @@ type Monitor struct {
 	samples   []sample
 	lastPrune time.Time
 	failover  *Failover
+	endpoints endpointNote
 }
 
 // Failover is a change of the database's primary that this process
@@ -227,6 +228,8 @@ func (m *Monitor) evaluate(ctx context.Context, c Cause, now time.Time) ([]Alert
 		return m.load(now)
 	case CauseFailover:
 		return m.failovers(now)
+	case CauseEndpoint:
+		return m.endpointAlerts(now)
 	}
 	return nil, 0, fmt.Errorf("unknown cause %q", c)
 }

@@ -105,6 +105,10 @@ type Config struct {
 	MailTemplatesDir string
 	MailTemplates    *mail.Templates
 
+	// PublicURL (PUBLIC_URL) is the receiver's public base URL, without a
+	// trailing slash: "" when unset (public.go).
+	PublicURL string
+
 	// Warnings are what start-up logs about values it accepts but should
 	// not have to (a short secret).
 	Warnings []Warning
@@ -377,6 +381,7 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 		}
 	}
 	c.SilenceAlertAfter = l.silences("SILENCE_ALERT_AFTER", specs)
+	c.loadPublicURL(&l)
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
@@ -689,6 +694,7 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("REDRIVE_PARALLELISM", c.RedriveParallelism),
 		slog.Int("MAX_STEP_ATTEMPTS", c.MaxStepAttempts),
 		slog.String("RECONCILE_INTERVAL", c.ReconcileInterval.String()),
+		slog.String("PUBLIC_URL", c.PublicURL),
 		slog.String("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String()),
 		slog.Int("DB_MAX_CONNS", int(c.DBMaxConns)),
 		slog.String("LOG_LEVEL", c.LogLevel.String()),

@@ -10,6 +10,7 @@ package providers
 import (
 	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/providers/github"
@@ -22,21 +23,23 @@ import (
 )
 
 // Provider is one line of the registry: a provider's Spec and, when it can
-// catch up on what its deliveries missed, its Reconciler.
+// catch up on what its deliveries missed, its Reconciler; when its API
+// shows how it is set up to send here, its Endpoints.
 type Provider struct {
 	Spec       webhooks.Spec
 	Reconciler *reconcile.Reconciler // nil: no catch-up
+	Endpoints  *endpoints.Provider   // nil: no endpoint check
 }
 
 // List returns every provider the receiver knows, in the order their
 // routes are mounted and their variables documented.
 func List() []Provider {
 	return []Provider{
-		{stripe.Spec, &stripe.Reconciler},
-		{stripe.ThinSpec, nil}, // Stripe's thin events: fetched from its API, no catch-up of their own
-		{github.Spec, &github.Reconciler},
-		{paddle.Spec, &paddle.Reconciler},
-		{polar.Spec, &polar.Reconciler},
+		{stripe.Spec, &stripe.Reconciler, &stripe.Endpoints},
+		{stripe.ThinSpec, nil, nil}, // Stripe's thin events: fetched from its API, no catch-up of their own
+		{github.Spec, &github.Reconciler, &github.Endpoints},
+		{paddle.Spec, &paddle.Reconciler, &paddle.Endpoints},
+		{polar.Spec, &polar.Reconciler, &polar.Endpoints},
 	}
 }
 
@@ -56,6 +59,19 @@ func Reconcilers() []reconcile.Reconciler {
 	for _, p := range List() {
 		if p.Reconciler != nil {
 			out = append(out, *p.Reconciler)
+		}
+	}
+	return out
+}
+
+// Endpoints returns the endpoint settings of every provider of List that
+// has them (`server endpoints check`, the periodic check, make run's
+// list of event types to enable).
+func Endpoints() []endpoints.Provider {
+	var out []endpoints.Provider
+	for _, p := range List() {
+		if p.Endpoints != nil {
+			out = append(out, *p.Endpoints)
 		}
 	}
 	return out
@@ -86,7 +102,7 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 // Registry is what internal/server is built from besides its
 // configuration (whose providers are All).
 func Registry() server.Registry {
-	return server.Registry{Reconcilers: Reconcilers(), StepKinds: StepKinds}
+	return server.Registry{Reconcilers: Reconcilers(), StepKinds: StepKinds, Endpoints: Endpoints()}
 }
 
 // Sources returns the source name of every provider in specs.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -52,6 +53,32 @@ func days(d interface{ Hours() float64 }) string {
 // registry's, so a provider added to internal/providers is documented by
 // running `go test ./internal/providers -update`.
 func TestREADMEListsEveryProvider(t *testing.T) {
+	generated(t, begin, end, providerTables(providers.All()), "provider tables")
+}
+
+const enableBegin, enableEnd = "<!-- enable: generated from internal/providers by `go test ./internal/providers -update`; do not edit -->", "<!-- /enable -->"
+
+// TestREADMEEnableList: the README's list of the event types to enable at
+// each provider is, word for word, the one make run prints
+// (endpoints.Enable, from every provider's Spec.Types), so a type a plan
+// starts acting on is listed by running `go test ./internal/providers
+// -update`.
+func TestREADMEEnableList(t *testing.T) {
+	list := endpoints.Enable(endpoints.Targets(providers.All(), providers.Endpoints()))
+	for _, s := range providers.All() {
+		for _, typ := range s.Types {
+			if !strings.Contains(list, typ) {
+				t.Errorf("the list does not name %s's %s", s.Source, typ)
+			}
+		}
+	}
+	generated(t, enableBegin, enableEnd, "```text\n"+list+"```\n", "list of event types to enable")
+}
+
+// generated checks that the README holds want between the lines begin and
+// end, and with -update writes it there.
+func generated(t *testing.T, begin, end, want, what string) {
+	t.Helper()
 	path := readmePath()
 	readme, err := os.ReadFile(path)
 	if err != nil {
@@ -62,7 +89,7 @@ func TestREADMEListsEveryProvider(t *testing.T) {
 	if i < 0 || j < i {
 		t.Fatalf("README.md has no block between %q and %q", begin, end)
 	}
-	want := begin + "\n" + providerTables(providers.All()) + end
+	want = begin + "\n" + want + end
 	if got := s[i : j+len(end)]; got != want {
 		if *update {
 			if err := os.WriteFile(path, []byte(s[:i]+want+s[j+len(end):]), 0o644); err != nil {
@@ -70,7 +97,7 @@ func TestREADMEListsEveryProvider(t *testing.T) {
 			}
 			return
 		}
-		t.Fatalf("README.md's provider tables are not the registry's; run go test ./internal/providers -update. Want:\n%s", want)
+		t.Fatalf("README.md's %s is not the registry's; run go test ./internal/providers -update. Want:\n%s", what, want)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -106,6 +107,9 @@ type Registry struct {
 	Reconcilers []reconcile.Reconciler
 	// StepKinds builds the step kinds from the configuration.
 	StepKinds func(config.Config) webhooks.StepKinds
+	// Endpoints are the providers' endpoint settings, checked
+	// periodically (endpoints.go).
+	Endpoints []endpoints.Provider
 }
 
 // Option changes what New builds.
@@ -229,6 +233,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		return nil, err
 	}
 	s.setupFailoverWatch(reg.Reconcilers)
+	s.setupEndpoints(reg.Endpoints)
 	if cfg.AdminAddr != "" {
 		if err := s.setupConsole(provs); err != nil {
 			pool.Close()

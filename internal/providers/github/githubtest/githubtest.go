@@ -124,6 +124,7 @@ type Server struct {
 	misbehave Misbehaviour
 	redirect  string
 	endless   int64
+	hook      AppHook // the App's webhook (endpoints.go)
 }
 
 // New starts a fake API for the GitHub App appID, with a fresh RSA key, and
@@ -266,6 +267,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	}
 	if msg := s.authenticate(r); msg != "" {
 		return writeMessage(w, http.StatusUnauthorized, msg)
+	}
+	if st, ok := s.answerApp(w, r); ok {
+		return st
 	}
 	if r.Method != http.MethodGet {
 		return writeMessage(w, http.StatusNotFound, "Not Found")

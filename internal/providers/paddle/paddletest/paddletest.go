@@ -86,6 +86,7 @@ type Server struct {
 	requests  []Request
 	failures  []int
 	misbehave Misbehaviour
+	settings  settingsState // notification settings (endpoints.go)
 }
 
 // New starts a fake API that accepts key, and stops it when the test ends.
@@ -217,6 +218,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 	case key != s.Key:
 		return writeError(w, http.StatusForbidden, "request_error", "authentication_malformed",
 			"API key is invalid or has been revoked.")
+	}
+	if st, ok := s.answerSettings(w, r); ok {
+		return st
 	}
 	if r.Method != http.MethodGet || r.URL.Path != "/events" {
 		return writeError(w, http.StatusNotFound, "request_error", "not_found", "Entity not found.")

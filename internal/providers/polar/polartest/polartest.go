@@ -62,6 +62,7 @@ type Server struct {
 	deliveries []delivery // in creation order
 	requests   []Request
 	failures   []int
+	endpoints  endpointsState // webhook endpoints (endpoints.go)
 }
 
 type delivery struct {
@@ -151,6 +152,9 @@ func fail(w http.ResponseWriter, status int, name, detail string) int {
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, q url.Values) int {
+	if st, ok := s.answerEndpoints(w, r); ok {
+		return st
+	}
 	if r.Method != http.MethodGet || r.URL.Path != "/v1/webhooks/deliveries" {
 		return fail(w, http.StatusNotFound, "ResourceNotFound", "Not found")
 	}

@@ -119,6 +119,7 @@ type Server struct {
 	misbehave Misbehaviour
 	redirect  string
 	endless   int
+	hooks     hooksState // webhook endpoints (endpoints.go)
 }
 
 // New starts a fake API that accepts key, and stops it when the test ends.
@@ -319,6 +320,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 			return writeError(w, http.StatusForbidden, apiError{Type: "invalid_request_error", Code: "account_invalid",
 				Message: "The provided key does not have access to account '" + acct + "' (or that account does not exist). Application access may have been revoked."})
 		}
+	}
+	if st, ok := s.answerHooks(w, r); ok {
+		return st
 	}
 	if r.Method != http.MethodGet {
 		return writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error",
