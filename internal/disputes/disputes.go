@@ -6,11 +6,18 @@
 // event happened. A row keeps the time of the last event applied
 // (event_at: Stripe's signed created, in seconds); an older event changes
 // nothing, one of the same time is applied (the later arrival wins), and a
-// closed status (won, lost, warning_closed) is final. The event that opens
-// a dispute only inserts it (Open), so that a later event of the same
-// second (Stripe makes funds_withdrawn with created) wins in either order.
-// Every write is one statement, conditional on receiver_claimed(), queued
-// on the event's transaction.
+// closed status (won, lost, warning_closed) is final: no event of an open
+// status moves the dispute after it is closed. Between two closed
+// outcomes of one dispute the newer event wins, and of the same second the
+// later in Final (won over lost over warning_closed), so that they too
+// converge in either order (Stripe's support: "It may still be possible to
+// have your customer withdraw the dispute, even after the dispute is
+// closed"; a withdrawal is what would turn a loss into a win). The event
+// that opens a dispute only inserts it (Open), so that a later event of
+// the same second (Stripe makes funds_withdrawn with created) wins in
+// either order. Every write is one statement, conditional on
+// receiver_claimed(), queued on the event's transaction. What a dispute
+// does to its order (dispute_lost) is internal/orders' FollowDisputes.
 //
 // The notice of a new dispute is planned on Opened: once per dispute,
 // whichever order its events arrive in and however often they are
@@ -24,9 +31,9 @@ type Queue interface {
 	Exec(sql string, args ...any)
 }
 
-// Final are the statuses a dispute never leaves (Stripe's: the dispute is
-// closed).
-var Final = []string{"won", "lost", "warning_closed"}
+// Final are the statuses of a closed dispute, which no open status
+// follows; of two of one second, the later in this list wins.
+var Final = []string{"warning_closed", "lost", "won"}
 
 // Dispute is a dispute's state as one event carries it.
 type Dispute struct {
@@ -73,7 +80,9 @@ WHERE receiver_claimed() AND source = $1 AND external_id = $2 AND notified_event
 
 // Apply gives the dispute d's state, creating its row if absent, unless
 // the last event applied is newer than d (one of the same time is applied:
-// the later arrival wins) or its status is final.
+// the later arrival wins) or the dispute is closed. A closed dispute takes
+// only a closed state of a newer event, or of the same second and later
+// in Final.
 func Apply(q Queue, d Dispute) {
 	q.Exec(insertSQL+`
 ON CONFLICT (source, external_id) DO UPDATE
@@ -84,7 +93,10 @@ ON CONFLICT (source, external_id) DO UPDATE
         evidence_due_by = coalesce(EXCLUDED.evidence_due_by, d.evidence_due_by),
         account_id = coalesce(d.account_id, EXCLUDED.account_id),
         event_at = EXCLUDED.event_at, provider_event_id = EXCLUDED.provider_event_id, updated_at = now()
-    WHERE d.status <> ALL ($14) AND EXCLUDED.event_at >= d.event_at`, append(args(d, ""), Final)...)
+    WHERE (d.status <> ALL ($14) AND EXCLUDED.event_at >= d.event_at)
+       OR (EXCLUDED.status = ANY ($14) AND (EXCLUDED.event_at > d.event_at
+           OR (EXCLUDED.event_at = d.event_at AND array_position($14, EXCLUDED.status) > array_position($14, d.status))))`,
+		append(args(d, ""), Final)...)
 }
 
 // Opened is a step condition (webhooks.Plan.StepIf): it holds when this

@@ -49,6 +49,15 @@ type Request struct {
 	AmountCents   int64  `json:"amount_cents"`
 	Currency      string `json:"currency"`
 	CustomerEmail string `json:"customer_email"`
+	// AccountID is the Stripe connected account (acct_…) whose sale the
+	// order is; null for the platform's own sales and for the providers
+	// that have no accounts.
+	AccountID *string `json:"account_id"`
+	// Livemode is the mode of the event that made the order (Stripe's
+	// livemode); null where the provider does not say (GitHub, Paddle,
+	// Polar), and for an order whose step was planned before the receiver
+	// recorded it.
+	Livemode *bool `json:"livemode"`
 }
 
 // Client calls the fulfillment API. The zero HTTP means http.DefaultClient's

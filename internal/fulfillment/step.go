@@ -27,16 +27,22 @@ func Step(name string) webhooks.Step {
 }
 
 // RequestFor is the request that fulfils o: the one place every provider's
-// fulfillment call is built.
+// fulfillment call is built. A payload stored before orders carried their
+// mode has none: its call says livemode null.
 func RequestFor(o orders.Order) Request {
-	return Request{
+	r := Request{
 		OrderID:       o.ID,
 		Source:        o.Source,
 		ExternalID:    o.ExternalID,
 		AmountCents:   o.AmountCents,
 		Currency:      o.Currency,
 		CustomerEmail: o.CustomerEmail,
+		Livemode:      o.Livemode,
 	}
+	if o.AccountID != "" {
+		r.AccountID = &o.AccountID
+	}
+	return r
 }
 
 // Kind runs fulfillment steps with Client.

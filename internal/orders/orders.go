@@ -5,25 +5,28 @@
 // from the state it leaves, and, where events carry a position (GitHub
 // Marketplace's effective_date), an older event changes nothing.
 //
-// Refunds are kept by amount. A refund is recorded per event in the
-// refunds table, as the payment (its payment intent, or Paddle's
-// transaction), the charge or adjustment it refunds, and an amount: Stripe
-// sends the charge's cumulative amount_refunded with every refund, Paddle
-// one adjustment's own total. What an order has had refunded
-// (amount_refunded_cents) is therefore, over the charges or adjustments of
-// its payment, the sum of the largest amount recorded for each: events of
-// one charge converge to its newest total in any order, each adjustment
-// counts once however many events carry it, and an order created after its
-// refunds starts with them. An order is partially_refunded while that is
-// below amount_cents and refunded once it reaches it: a 1.00 refund of a
-// 100.00 order leaves it partially_refunded with 100 cents refunded.
+// Refunds are kept by amount, and what an order has had refunded
+// (amount_refunded_cents) is derived, never accumulated: every event that
+// tells of a refund adds a row to the refunds table, and the order's amount
+// is recomputed from all of them (see refunds.go). So refund events
+// converge in any arrival order, a copy adds nothing, a refund that fails
+// or is cancelled (a Paddle adjustment reversed) takes back what it had
+// added, and an order created after its refunds starts with them. An order
+// is partially_refunded while that amount is below amount_cents, refunded
+// once it reaches it, and paid again when it falls back to nothing: a 1.00
+// refund of a 100.00 order leaves it partially_refunded with 100 cents
+// refunded.
+//
+// A dispute lost on an order's payment marks it (dispute_lost), whatever
+// its status, and a dispute won clears the mark (see disputes.go); the
+// disputes themselves are internal/disputes'.
 //
 // Writes are queued on the event's transaction (a webhooks.Plan): they are
 // sent with the event's claim in one round trip, so nothing here reads a
 // result, and each is conditional on receiver_claimed() (a copy of the
 // event skips it). What a provider must know of a write's effect, to plan a step,
-// it asks in SQL with the conditions below (Changed, RefundRecorded), which
-// look at the rows this very transaction wrote.
+// it asks in SQL with the conditions below (Changed, RefundRecorded,
+// RefundCounted), which look at the rows this very transaction wrote.
 package orders
 
 import (
@@ -45,7 +48,9 @@ const (
 
 // Sold are the statuses of an order whose payment stands, in part at
 // least: what a refund may move, and what the paid steps (confirmation,
-// fulfillment) of an order whose partial refund arrived first go by.
+// fulfillment) of an order whose partial refund arrived first go by. An
+// order records when it first stood so (sold_at): its paid steps are
+// planned then, once, by the event that made it so (RestoredSale).
 var Sold = []string{StatusPaid, StatusPartiallyRefunded}
 
 // Queue is where writes go: the event's transaction (*webhooks.Plan).
@@ -70,6 +75,11 @@ type Order struct {
 	// AccountID is the Stripe connected account (acct_…) whose event made
 	// the order; "" for the platform's own.
 	AccountID string `json:"account_id,omitempty"`
+	// Livemode is the mode of the event that made the order (Stripe's
+	// livemode); nil where the provider does not say (GitHub, Paddle,
+	// Polar), and in the payload of a step planned before the receiver
+	// recorded it.
+	Livemode *bool `json:"livemode,omitempty"`
 	// AmountRefundedCents is what has been refunded of AmountCents: read
 	// back from the database, never set by an event.
 	AmountRefundedCents int64 `json:"amount_refunded_cents,omitempty"`
@@ -121,37 +131,30 @@ func (o Order) lockKeys() []string {
 	return []string{"order:" + o.Source + ":" + o.ExternalID, "payment_intent:" + o.PaymentIntentID}
 }
 
-// refundedSQL is the amount refunded of the payment whose id is the
-// expression pi: over its charges (or adjustments), the sum of the largest
-// amount recorded for each. 0 when none is, or pi is ”.
-func refundedSQL(pi string) string {
-	return `coalesce((SELECT sum(c.m) FROM (SELECT max(amount_refunded) AS m FROM refunds
-    WHERE payment_intent_id = ` + pi + ` GROUP BY charge_id) AS c), 0)::bigint`
-}
-
 // insertSQL inserts an order from the arguments of orderArgs, unless the
 // event already made one (a copy of the event, another hook's, a replay
 // past emptied claims). An order paid for a payment intent that was
 // already refunded starts with its refunds, partially_refunded or
-// refunded: the refund event may arrive before the order's own event.
+// refunded, and one whose dispute was already lost starts marked: the
+// refund or dispute event may arrive before the order's own event.
 var insertSQL = `
 INSERT INTO orders (source, provider_event_id, external_id, payment_intent_id, status,
                     amount_cents, currency, customer_email, plan, effective_at, effective_rank,
-                    account_id, amount_refunded_cents)
-SELECT $1, $2, $3, NULLIF($4, ''),
-       CASE WHEN $5 = 'paid' AND r.total >= $6::bigint AND r.total > 0 THEN 'refunded'
-            WHEN $5 = 'paid' AND r.total > 0 THEN 'partially_refunded'
-            ELSE $5 END,
-       $6::bigint, $7, NULLIF($8, ''), NULLIF($9, ''), $10::timestamptz, $11::smallint, NULLIF($12, ''),
-       CASE WHEN $5 = 'paid' THEN r.total ELSE 0 END
-FROM (SELECT ` + refundedSQL("NULLIF($4, '')") + ` AS total) AS r
+                    account_id, livemode, amount_refunded_cents, dispute_lost, sold_at)
+SELECT $1, $2, $3, NULLIF($4, ''), s.status,
+       $6::bigint, $7, NULLIF($8, ''), NULLIF($9, ''), $10::timestamptz, $11::smallint, NULLIF($12, ''), $13::boolean,
+       CASE WHEN $5 = 'paid' THEN r.total ELSE 0 END,
+       ` + disputeLostSQL("$1", "NULLIF($4, '')") + `,
+       CASE WHEN s.status IN ('paid', 'partially_refunded') THEN now() END
+FROM (SELECT ` + refundedSQL("NULLIF($4, '')") + ` AS total) AS r,
+     LATERAL (SELECT CASE WHEN $5 = 'paid' THEN ` + statusSQL("r.total", "$6::bigint") + ` ELSE $5 END AS status) AS s
 WHERE receiver_claimed() AND NOT EXISTS (SELECT 1 FROM orders WHERE provider_event_id = $2)
 `
 
 func orderArgs(o Order, pos Position) []any {
 	at, rank := pos.args()
 	return []any{o.Source, o.ProviderEventID, o.ExternalID, o.PaymentIntentID, o.Status,
-		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank, o.AccountID}
+		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank, o.AccountID, o.Livemode}
 }
 
 // Create inserts o, with pos as its last event, unless an order already
@@ -174,6 +177,8 @@ ON CONFLICT (source, external_id) DO UPDATE
     SET status = EXCLUDED.status,
         amount_refunded_cents = greatest(orders.amount_refunded_cents, EXCLUDED.amount_refunded_cents),
         account_id = coalesce(orders.account_id, EXCLUDED.account_id),
+        livemode = coalesce(orders.livemode, EXCLUDED.livemode),
+        sold_at = coalesce(orders.sold_at, EXCLUDED.sold_at),
         amount_cents = EXCLUDED.amount_cents,
         currency = EXCLUDED.currency,
         plan = coalesce(EXCLUDED.plan, orders.plan),
@@ -182,7 +187,7 @@ ON CONFLICT (source, external_id) DO UPDATE
         effective_at = coalesce(EXCLUDED.effective_at, orders.effective_at),
         effective_rank = coalesce(EXCLUDED.effective_rank, orders.effective_rank),
         updated_at = now()
-    WHERE orders.status = ANY ($13) AND `
+    WHERE orders.status = ANY ($14) AND `
 	lock(q, o.lockKeys()...)
 	q.Exec(sql+notOlder("$10", "$11"), append(orderArgs(o, pos), from)...)
 }
@@ -211,39 +216,6 @@ WHERE receiver_claimed() AND source = $1 AND external_id = $2 AND status <> 'can
 		source, externalID, plan, amountCents, at, rank)
 }
 
-// Refund is a refund seen for a payment intent (Stripe) or transaction
-// (Paddle): the amount refunded of one charge or adjustment.
-type Refund struct {
-	ProviderEventID string
-	PaymentIntentID string // or Paddle's transaction id
-	ChargeID        string // the charge (ch_…) or the adjustment (adj_…)
-	// AmountRefunded is Stripe's cumulative amount_refunded of the charge,
-	// or the adjustment's total: the largest recorded for a charge counts.
-	AmountRefunded int64
-	Currency       string
-}
-
-// ApplyRefund records the refund, once per event, and gives the orders of
-// its payment intent what their refunds now add up to when that is more
-// than they had: partially_refunded below their amount, refunded at it.
-// Only an order whose payment stands (Sold, or refunded) is moved.
-func ApplyRefund(q Queue, r Refund) {
-	lock(q, "payment_intent:"+r.PaymentIntentID)
-	q.Exec(`
-INSERT INTO refunds (provider_event_id, payment_intent_id, charge_id, amount_refunded, currency)
-SELECT $1, $2, $3, $4, $5 WHERE receiver_claimed() ON CONFLICT DO NOTHING`,
-		r.ProviderEventID, r.PaymentIntentID, r.ChargeID, r.AmountRefunded, r.Currency)
-	q.Exec(`
-UPDATE orders o
-SET amount_refunded_cents = t.total,
-    status = CASE WHEN t.total >= o.amount_cents THEN 'refunded' ELSE 'partially_refunded' END,
-    updated_at = now()
-FROM (SELECT `+refundedSQL("$1")+` AS total) AS t
-WHERE receiver_claimed() AND o.payment_intent_id = $1
-  AND o.status IN ('paid', 'partially_refunded', 'refunded') AND t.total > o.amount_refunded_cents`,
-		r.PaymentIntentID)
-}
-
 // mine is true of a row this transaction wrote (inserted or updated).
 const mine = `xmin = pg_current_xact_id()::xid`
 
@@ -251,7 +223,7 @@ const mine = `xmin = pg_current_xact_id()::xid`
 const orderJSON = `jsonb_build_object('id', o.id, 'source', o.source, 'provider_event_id', o.provider_event_id,
     'external_id', o.external_id, 'payment_intent_id', coalesce(o.payment_intent_id, ''), 'status', o.status,
     'amount_cents', o.amount_cents, 'currency', o.currency, 'customer_email', coalesce(o.customer_email, ''),
-    'plan', coalesce(o.plan, ''), 'account_id', coalesce(o.account_id, ''),
+    'plan', coalesce(o.plan, ''), 'account_id', coalesce(o.account_id, ''), 'livemode', o.livemode,
     'amount_refunded_cents', o.amount_refunded_cents)`
 
 // Changed is a step condition (webhooks.Plan.StepIf): it holds when this
@@ -262,20 +234,4 @@ func Changed(source, externalID string, statuses ...string) (string, []any) {
 	return `SELECT jsonb_build_object('order', ` + orderJSON + `) FROM orders o
 WHERE o.source = $1 AND o.external_id = $2 AND o.status = ANY ($3) AND o.` + mine,
 		[]any{source, externalID, statuses}
-}
-
-// RefundRecorded is a step condition: it holds when this transaction
-// recorded the event's refund and no other event had recorded the same
-// refund (the same charge or adjustment and amount): one refund email per
-// refund, none for another event that carries a refund already known (a
-// second adjustment event of an approved refund). It puts the payment's
-// order, when there is one, in the step's payload as "order".
-func RefundRecorded(providerEventID string) (string, []any) {
-	return `SELECT (SELECT jsonb_build_object('order', ` + orderJSON + `) FROM orders o
-        WHERE o.payment_intent_id = r.payment_intent_id ORDER BY o.id LIMIT 1)
-FROM refunds r
-WHERE r.provider_event_id = $1 AND r.` + mine + `
-  AND NOT EXISTS (SELECT 1 FROM refunds x WHERE x.payment_intent_id = r.payment_intent_id
-      AND x.charge_id = r.charge_id AND x.amount_refunded = r.amount_refunded AND x.provider_event_id <> r.provider_event_id)`,
-		[]any{providerEventID}
 }

@@ -440,7 +440,7 @@ func (s *Suite) outOfOrder(t *testing.T) {
 				return s.converged(t, r)
 			}
 			want := run(seq)
-			orders := permutations(seq)[1:]
+			orders := Permutations(seq)[1:]
 			if testing.Short() {
 				orders = fewOrders(seq)
 			}
@@ -820,15 +820,16 @@ func fewOrders(s []string) [][]string {
 	return out
 }
 
-// permutations returns every order of s, s itself first.
-func permutations(s []string) [][]string {
+// Permutations returns every order of s, s itself first: what OutOfOrder
+// tries, and what a provider's own must-show tables may walk.
+func Permutations(s []string) [][]string {
 	if len(s) <= 1 {
 		return [][]string{slices.Clone(s)}
 	}
 	var out [][]string
 	for i := range s {
 		rest := append(slices.Clone(s[:i]), s[i+1:]...)
-		for _, p := range permutations(rest) {
+		for _, p := range Permutations(rest) {
 			out = append(out, append([]string{s[i]}, p...))
 		}
 	}

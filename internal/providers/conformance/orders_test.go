@@ -20,7 +20,7 @@ func TestFewOrders(t *testing.T) {
 			t.Errorf("fewOrders(%v) = %v, want %v", c.in, got, c.want)
 		}
 	}
-	if n := len(permutations([]string{"a", "b", "c", "d"})); n != 24 {
+	if n := len(Permutations([]string{"a", "b", "c", "d"})); n != 24 {
 		t.Errorf("%d permutations of 4, want 24", n)
 	}
 }

@@ -38,6 +38,7 @@ const (
 	subCanceled  = "subscription.canceled.json"  // canceled, 2026-03-15
 	refundPart1  = "refund.part1"                // an approved refund of 10.00 of txn A's 30.00
 	refundPart2  = "refund.part2"                // another, of 20.00
+	reversed     = "refund.reversed"             // adjDone's adjustment reversed, 2026-01-20
 )
 
 const (
@@ -47,7 +48,9 @@ const (
 	orderPaid     = "order " + txnA + " paid 3000 usd buyer@example.com"
 	orderRefunded = "order " + txnA + " refunded 3000 usd buyer@example.com"
 	orderB        = "order " + txnB + " paid 3000 usd -"
-	refundRow     = "refund " + txnA + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd"
+	refundRow     = "refund " + txnA + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd approved"
+	pendingRow    = "refund " + txnA + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd pending_approval"
+	reversedRow   = "refund " + txnA + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd reversed"
 	refundedAll   = "refunded " + txnA + " 3000 of 3000"
 	failureRow    = "payment_failure " + txnA + " declined 3000 usd"
 	callA         = "paddle " + txnA + " 3000 usd buyer@example.com"
@@ -71,7 +74,7 @@ var suite = cf.Suite{
 	Spec: paddle.Spec,
 	View: []string{
 		`SELECT format('order %s %s %s %s %s', external_id, status, amount_cents, currency, coalesce(customer_email, '-')) FROM orders ORDER BY 1`,
-		`SELECT format('refund %s %s %s %s', payment_intent_id, charge_id, amount_refunded, currency) FROM refunds ORDER BY 1`,
+		`SELECT format('refund %s %s %s %s %s', payment_intent_id, charge_id, amount_refunded, currency, status) FROM refunds ORDER BY 1`,
 		`SELECT format('payment_failure %s %s %s %s', transaction_id, coalesce(error_code, '-'), amount_cents, currency) FROM paddle_payment_failures ORDER BY 1`,
 		`SELECT format('refunded %s %s of %s', external_id, amount_refunded_cents, amount_cents) FROM orders WHERE amount_refunded_cents > 0 ORDER BY 1`,
 		subscriptionsView,
@@ -92,6 +95,13 @@ var suite = cf.Suite{
 			"adj_01jnth82f7ag3bckkdjwbhp1g2", "adj_01jq9part1000000000000000", `"3000"`, `"1000"`, `"type": "full"`, `"type": "partial"`}},
 		refundPart2: {Fixture: adjDone, Replace: []string{"evt_01jbgj09tqm83xssss6ys3c4dw", "evt_01jq9part2000000000000000",
 			"adj_01jnth82f7ag3bckkdjwbhp1g2", "adj_01jq9part2000000000000000", `"3000"`, `"2000"`, `"type": "full"`, `"type": "partial"`}},
+		reversed: {Fixture: adjDone, Replace: []string{"evt_01jbgj09tqm83xssss6ys3c4dw", "evt_01jrev0000000000000000000r",
+			`"status": "approved"`, `"status": "reversed"`, "2026-01-09T16:12:40.118730Z", "2026-01-20T09:00:00.000000Z"}},
+		"refund.rejected.later": {Fixture: adjDone, Replace: []string{"evt_01jbgj09tqm83xssss6ys3c4dw", "evt_01jrej0000000000000000000r",
+			`"status": "approved"`, `"status": "rejected"`}},
+		"refund.part1.reversed": {Fixture: adjDone, Replace: []string{"evt_01jbgj09tqm83xssss6ys3c4dw", "evt_01jq9part1reversed0000000",
+			"adj_01jnth82f7ag3bckkdjwbhp1g2", "adj_01jq9part1000000000000000", `"3000"`, `"1000"`, `"type": "full"`, `"type": "partial"`,
+			`"status": "approved"`, `"status": "reversed"`, "2026-01-09T16:12:40.118730Z", "2026-01-21T09:00:00.000000Z"}},
 		"subscription.updated.late": {Fixture: subUpdated, Replace: []string{"evt_01jqp7r30a1b2c3d4e5f6g7h8m", "evt_01jrz0late0000000000000000",
 			"2026-02-20T08:30:12.004521Z", "2026-04-01T00:00:00.000000Z"}},
 	},
@@ -134,9 +144,9 @@ var suite = cf.Suite{
 			Steps: paidSteps, Emails: []cf.Mail{failedMail, confirmation}, Calls: []string{callA}},
 		{Name: "PaymentFailedAfterCompletedNotSent", Given: []string{completed}, Deliver: failed, Want: []string{orderPaid, failureRow},
 			Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
-		{Name: "RefundPendingApproval", Given: []string{completed}, Deliver: adjPending, Want: []string{orderPaid},
+		{Name: "RefundPendingApproval", Given: []string{completed}, Deliver: adjPending, Want: []string{orderPaid, pendingRow},
 			Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
-		{Name: "RefundApproved", Given: []string{completed, adjPending}, Deliver: adjDone, Want: []string{orderRefunded, refundRow, refundedAll},
+		{Name: "RefundApproved", Given: []string{completed, adjPending}, Deliver: adjDone, Want: []string{orderRefunded, refundRow, pendingRow, refundedAll},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
 		{Name: "RefundApprovedAtCreation", Given: []string{completed}, Deliver: "refund.at_creation", Want: []string{orderRefunded, refundRow, refundedAll},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
@@ -146,27 +156,51 @@ var suite = cf.Suite{
 		// refund email (no order, so no address, when the refund came).
 		{Name: "RefundBeforeOrder", Given: []string{adjDone}, Deliver: completed, Want: []string{orderRefunded, refundRow, refundedAll}},
 		{Name: "RefundWithoutAddress", Given: []string{"completed.b"}, Deliver: "refund.b",
-			Want: []string{"order " + txnB + " refunded 3000 usd -", "refund " + txnB + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd",
+			Want: []string{"order " + txnB + " refunded 3000 usd -", "refund " + txnB + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd approved",
 				"refunded " + txnB + " 3000 of 3000"},
 			Calls: []string{callB}},
-		{Name: "RefundRejected", Deliver: "refund.rejected"},
+		{Name: "RefundRejected", Deliver: "refund.rejected",
+			Want: []string{"refund " + txnA + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd rejected"}},
+		// A reversed adjustment takes back what its approval added, in
+		// either order, and is final; its approval arriving after it
+		// sends no refund email.
+		{Name: "RefundReversed", Given: []string{completed, adjDone}, Deliver: reversed,
+			Want:   []string{orderPaid, refundRow, reversedRow},
+			Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
+		{Name: "RefundReversedBeforeItsApproval", Given: []string{completed, reversed}, Deliver: adjDone,
+			Want: []string{orderPaid, refundRow, reversedRow}, Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
+		{Name: "RefundReversedBeforeTheOrder", Given: []string{reversed, adjDone}, Deliver: completed,
+			Want: []string{orderPaid, refundRow, reversedRow}, Steps: paidSteps, Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
+		// The order started refunded (no confirmation, no fulfillment): the
+		// reversal makes it a sale, and does both.
+		{Name: "RefundReversedAfterTheOrderStartedRefunded", Given: []string{adjDone, completed}, Deliver: reversed,
+			Want: []string{orderPaid, refundRow, reversedRow}, Steps: paidSteps, Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
+		{Name: "OneOfTwoRefundsReversed", Given: []string{completed, refundPart1, refundPart2}, Deliver: "refund.part1.reversed",
+			Want: []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com",
+				"refund " + txnA + " adj_01jq9part1000000000000000 1000 usd approved", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd reversed",
+				"refund " + txnA + " adj_01jq9part2000000000000000 2000 usd approved", "refunded " + txnA + " 2000 of 3000"},
+			Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"},
+				{To: "buyer@example.com", Contains: "We have refunded 20.00 USD"}}, Calls: []string{callA}},
+		{Name: "RejectedAfterPendingApproval", Given: []string{completed, adjPending}, Deliver: "refund.rejected.later",
+			Want:   []string{orderPaid, pendingRow, "refund " + txnA + " adj_01jnth82f7ag3bckkdjwbhp1g2 3000 usd rejected"},
+			Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
 		// Refunds by amount: the transaction's refunded sum is its approved
 		// refund adjustments', each once.
 		{Name: "PartialRefund", Given: []string{completed}, Deliver: refundPart1,
-			Want:  []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refunded " + txnA + " 1000 of 3000"},
+			Want:  []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd approved", "refunded " + txnA + " 1000 of 3000"},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"}},
 			Calls: []string{callA}},
 		{Name: "PartialRefundsAddUp", Given: []string{completed, refundPart1}, Deliver: refundPart2,
-			Want: []string{orderRefunded, "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refund " + txnA + " adj_01jq9part2000000000000000 2000 usd",
+			Want: []string{orderRefunded, "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd approved", "refund " + txnA + " adj_01jq9part2000000000000000 2000 usd approved",
 				"refunded " + txnA + " 3000 of 3000"},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"},
 				{To: "buyer@example.com", Contains: "We have refunded 20.00 USD"}}, Calls: []string{callA}},
 		{Name: "AdjustmentCountedOnce", Given: []string{completed, "refund.part1.created"}, Deliver: refundPart1,
-			Want: []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd",
-				"refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refunded " + txnA + " 1000 of 3000"},
+			Want: []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd approved",
+				"refund " + txnA + " adj_01jq9part1000000000000000 1000 usd approved", "refunded " + txnA + " 1000 of 3000"},
 			Emails: []cf.Mail{confirmation, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"}}, Calls: []string{callA}},
 		{Name: "PartialRefundBeforeOrder", Given: []string{refundPart1}, Deliver: completed,
-			Want:  []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd", "refunded " + txnA + " 1000 of 3000"},
+			Want:  []string{"order " + txnA + " partially_refunded 3000 usd buyer@example.com", "refund " + txnA + " adj_01jq9part1000000000000000 1000 usd approved", "refunded " + txnA + " 1000 of 3000"},
 			Steps: paidSteps, Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
 		// Subscriptions: the newest occurred_at wins; canceled is final.
 		{Name: "SubscriptionCreated", Deliver: subCreated, Want: []string{subTrialing}},
@@ -184,12 +218,15 @@ var suite = cf.Suite{
 			Check: count(`SELECT count(*) FROM processed_events WHERE status = 'parked' AND last_error LIKE '%grand_total%'`, 1)},
 	},
 	History: []string{failed, completed, adjPending, adjDone, "completed.b", customer, refundPart1, "refund.part1.created", refundPart2,
+		"refund.part1.reversed",
 		subCreated, subActivated, subUpdated, subCanceled},
 	Sequences: map[string][]string{
 		"FailureThenPayment": {failed, completed},
 		"Refund":             {completed, adjDone},
 		"RefundApproval":     {completed, adjPending, adjDone},
 		"PartialRefunds":     {completed, refundPart1, refundPart2},
+		"RefundReversed":     {completed, adjPending, adjDone, reversed},
+		"OneOfTwoReversed":   {completed, refundPart1, refundPart2, "refund.part1.reversed"},
 		"Subscription":       {subCreated, subActivated, subUpdated, subCanceled},
 	},
 	Samples: &cf.Samples{Provider: "paddle", Expect: map[string]cf.Sample{
@@ -200,8 +237,9 @@ var suite = cf.Suite{
 			Want: []string{"subscription sub_01hv9770y40xzc823155s0z4zz active customer=ctm_01hv976dcgq4wmyrp8yq7asfmj period_end=2024-05-12 cancel_at_period_end=false"}},
 		"subscription.updated.paddle-php-sdk.json": {
 			Want: []string{"subscription sub_01gyssnczp81czs49zcprm6hfv past_due customer=ctm_01gyssmfx5rnmk4dt8qx88v0ee period_end=2023-12-24 cancel_at_period_end=false"}},
-		// A refund still pending_approval: acknowledged, no money moves.
-		"adjustment.updated.paddle-php-sdk.json": {},
+		// A refund still pending_approval: recorded, no money moves.
+		"adjustment.updated.paddle-php-sdk.json": {
+			Want: []string{"refund txn_01hvcc93znj3mpqt1tenkjb04y adj_01hvgf2s84dr6reszzg29zbvcm 100 usd pending_approval"}},
 	}},
 }
 

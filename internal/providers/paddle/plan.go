@@ -55,7 +55,7 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	case "transaction.payment_failed":
 		return paymentFailed(ev, n.Data, plan)
 	case "adjustment.created", "adjustment.updated":
-		return adjustment(ev, n.Data, plan)
+		return adjustment(ev, n, plan)
 	}
 	return subscription(ev, n, plan)
 }
@@ -175,20 +175,36 @@ func paymentFailed(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
 	return nil
 }
 
-// adjustment handles an approved refund: the refund is recorded, once per
-// adjustment, and the transaction's order has refunded the sum of its
-// approved refund adjustments (partially_refunded below its amount,
-// refunded at it; an order that arrives later starts with them). The
-// refund email goes once per adjustment, to the order's address, when the
-// order is known and has one. A refund not yet approved
-// (pending_approval), rejected or reversed changes nothing; other actions
-// (credit, chargeback, …) are not handled.
-func adjustment(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
+// adjustmentEffects are what each status of a Paddle refund adjustment does
+// to its transaction's refunded amount.
+var adjustmentEffects = map[string]orders.Effect{
+	"approved": orders.Counts, "pending_approval": orders.Awaits,
+	"rejected": orders.Void, "reversed": orders.Void,
+}
+
+// adjustment records a refund adjustment's state as of the event's
+// occurred_at (see internal/orders): the transaction's order has refunded
+// the sum of its approved refund adjustments, each counted once by its id,
+// partially_refunded below its amount, refunded at it, paid again at
+// nothing; an order that arrives later starts with them. An adjustment's
+// state is its newest event's, and rejected or reversed is final: a
+// reversed adjustment takes back what its approval had added, in whichever
+// order the two arrive. The refund email goes once per adjustment, when it
+// is first recorded approved (none for one already reversed), to the
+// order's address, when the order is known and has one. An order that
+// started refunded in full (its refund came before it) and stands as a
+// sale again gets the confirmation (address known) and the fulfillment
+// call it never had (orders.RestoredSale). Other actions
+// (credit, chargeback, …) and statuses this receiver does not know are
+// acknowledged and change nothing.
+func adjustment(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
+	d := n.Data
 	if d.Action != "refund" {
 		return fmt.Errorf("adjustment action %s: %w", webhooks.Quote(d.Action, 40), webhooks.ErrUnhandled)
 	}
-	if d.Status != "approved" {
-		return nil
+	effect, ok := adjustmentEffects[d.Status]
+	if !ok {
+		return fmt.Errorf("adjustment status %s: %w", webhooks.Quote(d.Status, 40), webhooks.ErrUnhandled)
 	}
 	if d.ID == "" || d.TransactionID == "" || d.Totals == nil {
 		return webhooks.Unprocessable("%s %s: the adjustment has no id, transaction_id or totals", ev.Type, ev.ID)
@@ -197,23 +213,35 @@ func adjustment(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
 	if err != nil {
 		return webhooks.Unprocessable("%s %s: totals.total: %v", ev.Type, ev.ID, err)
 	}
+	at, err := time.Parse(time.RFC3339Nano, string(n.OccurredAt))
+	if err != nil {
+		return webhooks.Unprocessable("%s %s: occurred_at %s is not a time to order it by", ev.Type, ev.ID,
+			webhooks.Quote(string(n.OccurredAt), 40))
+	}
 	currency := strings.ToLower(d.CurrencyCode)
-	orders.ApplyRefund(plan, orders.Refund{
+	orders.ApplyRefundObject(plan, orders.RefundObject{
 		ProviderEventID: ev.ID,
 		PaymentIntentID: d.TransactionID,
-		ChargeID:        d.ID,
-		AmountRefunded:  total,
+		ChargeID:        d.ID, // an adjustment is of no charge: it is its own
+		RefundID:        d.ID,
+		Amount:          total,
 		Currency:        currency,
+		Status:          d.Status,
+		Effect:          effect,
+		At:              at,
 	})
-	cond, args := orders.RefundRecorded(ev.ID)
+	cond, args := orders.RefundCounted(ev.ID)
 	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund",
 		Data: map[string]any{"PaymentIntentID": d.TransactionID, "AmountRefunded": total, "Currency": currency}}),
 		withAddress(cond), args...)
+	cond, args = orders.RestoredSale(d.TransactionID)
+	plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation"}), withAddress(cond), args...)
+	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
 	return nil
 }
 
 // withAddress narrows a condition that puts an order in the step's payload
-// (orders.Changed, orders.RefundRecorded) to an order with an email
+// (orders.Changed, orders.RefundCounted) to an order with an email
 // address.
 func withAddress(cond string) string {
 	return `SELECT c.patch FROM (` + cond + `) AS c(patch) WHERE c.patch -> 'order' ->> 'customer_email' <> ''`

@@ -24,9 +24,17 @@ var handledTypes = []string{"order.paid", "order.refunded",
 	"subscription.created", "subscription.updated", "subscription.active", "subscription.canceled",
 	"subscription.uncanceled", "subscription.revoked", "subscription.past_due"}
 
-// noFinalStatus: Polar has no subscription status it never leaves (its
-// staff can reinstate a canceled subscription, with a newer modified_at).
-var noFinalStatus = []string{}
+// finalSubscription are the statuses of a Polar subscription whose access
+// has ended, Polar's revoked statuses (SubscriptionStatus.revoked_statuses
+// in polarsource/polar's server/polar/models/subscription.py): the row
+// never leaves them. Polar sets them only when a subscription ends: at
+// once when it is revoked (ended_at set to that moment), else at the end
+// of the period a cancellation was scheduled for; a subscription.revoked
+// always carries one. Polar's staff can reinstate a canceled
+// subscription (since July 2026: active again, with a newer modified_at);
+// this receiver keeps it ended, as it keeps a Stripe subscription deleted,
+// and an operator reads Polar's dashboard for such a rare case.
+var finalSubscription = []string{"canceled", "unpaid"}
 
 // Plan implements webhooks.Provider: the contract's Polar table. Each
 // write is safe on its own to run twice, and every step is planned on the
@@ -54,7 +62,7 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	case "order.refunded":
 		return orderRefunded(ev, e.Data, plan)
 	}
-	return subscription(ev, e.Data, plan)
+	return subscription(ev, e, plan)
 }
 
 // order is an order as the handlers use it.
@@ -151,14 +159,20 @@ func withAddress(cond string) string {
 
 // subscription applies a subscription.* event: the subscription takes the
 // event's state, in Polar's own words, unless an event of a later time was
-// applied. Its time is modified_at, or created_at while Polar has not
-// updated the subscription yet (subscription.created and the .updated sent
-// with it carry none), with Polar's microseconds. Events of the same time
-// carry the same state (one change sends updated with canceled, or with
-// revoked), so among them the later arrival wins with nothing to lose.
-// No status is final: Polar's staff can reinstate a canceled subscription,
-// which sends a newer modified_at.
-func subscription(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
+// applied or the subscription has ended (finalSubscription). Its time is
+// modified_at, or created_at while Polar has not updated the subscription
+// yet (subscription.created and the .updated sent with it carry none),
+// with Polar's microseconds. Events of the same time carry the same state
+// (one change sends updated with canceled, or with revoked), so among
+// them the later arrival wins with nothing to lose, except over an ended
+// subscription. The event that ends it — subscription.revoked, or any
+// event whose status is canceled or unpaid with its end (ends_at,
+// ended_at or current_period_end) no later than the event — applies
+// whatever the time of the last event applied (subscriptions.End), like
+// Stripe's customer.subscription.deleted: no later-arriving event, of the
+// same modified_at or a newer one, moves the subscription back.
+func subscription(ev *webhooks.Event, e *event, plan *webhooks.Plan) error {
+	d := e.Data
 	if d.ID == "" || d.Status == "" {
 		return webhooks.Unprocessable("%s %s: the subscription has no id or status", ev.Type, ev.ID)
 	}
@@ -183,6 +197,25 @@ func subscription(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	if end, err := time.Parse(time.RFC3339Nano, d.CurrentPeriodEnd); err == nil {
 		sub.CurrentPeriodEnd = end
 	}
-	subscriptions.Apply(plan, sub, noFinalStatus)
+	happened := at // when the event happened: its timestamp, when later than the subscription's change
+	if t := e.Timestamp.Time(); t.After(happened) {
+		happened = t
+	}
+	if slices.Contains(finalSubscription, sub.Status) && (ev.Type == "subscription.revoked" || ended(d, happened)) {
+		subscriptions.End(plan, sub, finalSubscription)
+		return nil
+	}
+	subscriptions.Apply(plan, sub, finalSubscription)
 	return nil
+}
+
+// ended reports whether the subscription's end (ends_at, ended_at, else
+// current_period_end) is no later than the event's time.
+func ended(d *data, at time.Time) bool {
+	for _, s := range []string{d.EndedAt, d.EndsAt, d.CurrentPeriodEnd} {
+		if end, err := time.Parse(time.RFC3339Nano, s); err == nil && !end.After(at) {
+			return true
+		}
+	}
+	return false
 }

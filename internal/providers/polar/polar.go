@@ -213,6 +213,8 @@ type data struct {
 	ModifiedAt        string `json:"modified_at"`
 	CurrentPeriodEnd  string `json:"current_period_end"`
 	CancelAtPeriodEnd bool   `json:"cancel_at_period_end"`
+	EndsAt            string `json:"ends_at"`  // when a canceled subscription ends (or ended)
+	EndedAt           string `json:"ended_at"` // when it ended: set once it is revoked
 }
 
 // customer is an order's customer: only its address is read.

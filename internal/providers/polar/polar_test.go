@@ -126,6 +126,10 @@ var suite = cf.Suite{
 		"subscription.past_due.later": {Fixture: subActive, Replace: []string{`"subscription.active"`, `"subscription.past_due"`,
 			`"status": "active"`, `"status": "past_due"`, "2026-03-30T16:13:55.120331Z", "2026-04-30T16:14:00.000002Z"}},
 		"subscription.active.earlier": {Fixture: subActive, Replace: []string{"2026-03-30T16:13:55.120331Z", "2026-04-30T16:14:00.000001Z"}},
+		// The revoked subscription's updated, sent with it: the same state.
+		"subscription.updated.ended": {Fixture: subRevoked, Replace: []string{`"subscription.revoked"`, `"subscription.updated"`}},
+		// An active of the revoked's very modified_at.
+		"subscription.active.same_time": {Fixture: subActive, Replace: []string{"2026-03-30T16:13:55.120331Z", "2026-04-30T16:13:54.999950Z"}},
 		// Reinstated by Polar's staff after it was revoked: newer, active.
 		"subscription.reinstated": {Fixture: subActive, Replace: []string{`"subscription.active"`, `"subscription.updated"`,
 			"2026-03-30T16:13:55.120331Z", "2026-05-02T10:00:00.000000Z"}},
@@ -216,8 +220,8 @@ var suite = cf.Suite{
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{callA}},
 		{Name: "RefundWithoutAnyAddress", Given: []string{"order.paid.no_address"}, Deliver: "order.refunded.no_address",
 			Want: []string{"order " + orderA + " refunded 3000 usd -", refundAll, refundedAll}, Calls: []string{"polar " + orderA + " 3000 usd -"}},
-		// Subscriptions: the newest modified_at (else created_at) wins; no
-		// status is final.
+		// Subscriptions: the newest modified_at (else created_at) wins;
+		// canceled and unpaid (Polar's revoked statuses) are final.
 		{Name: "SubscriptionCreated", Deliver: subCreated, Want: []string{subIncomplete}},
 		{Name: "SubscriptionActive", Given: []string{subCreated}, Deliver: subActive, Want: []string{subActiveRow}},
 		{Name: "SubscriptionOlderChangesNothing", Given: []string{subCanceled}, Deliver: subActive, Want: []string{subCancelingRow}},
@@ -225,8 +229,21 @@ var suite = cf.Suite{
 		{Name: "SubscriptionTieCarriesTheSameState", Given: []string{subCanceled}, Deliver: subUpdated, Want: []string{subCancelingRow}},
 		{Name: "SubscriptionUncanceled", Given: []string{subCanceled}, Deliver: subUncanceled, Want: []string{subUncanceledRow}},
 		{Name: "SubscriptionRevoked", Given: []string{subActive, subCanceled}, Deliver: subRevoked, Want: []string{subRevokedRow}},
-		{Name: "SubscriptionReinstatedAfterRevoked", Given: []string{subRevoked}, Deliver: "subscription.reinstated",
-			Want: []string{sub + "active" + customer + "cancel_at_period_end=false at=2026-05-02T10:00:00Z"}},
+		// Revoked is final: a later reinstatement, an active of the same
+		// modified_at, and the events before it change nothing, in
+		// whatever order they arrive; revoked applies over a newer state.
+		{Name: "RevokedIsFinalEvenForALaterEvent", Given: []string{subRevoked}, Deliver: "subscription.reinstated",
+			Want: []string{subRevokedRow}},
+		{Name: "RevokedIsFinalForAnActiveOfTheSameTime", Given: []string{subRevoked}, Deliver: "subscription.active.same_time",
+			Want: []string{subRevokedRow}},
+		// (The row keeps the newer event's time: End's, as for Stripe.)
+		{Name: "RevokedAppliesOverANewerState", Given: []string{"subscription.reinstated"}, Deliver: subRevoked,
+			Want: []string{strings.Replace(subRevokedRow, "at=2026-04-30T16:13:54.999950Z", "at=2026-05-02T10:00:00Z", 1)}},
+		// Canceled once its period ended, whichever event says it.
+		{Name: "CanceledAndEndedIsFinal", Given: []string{"subscription.updated.ended"}, Deliver: "subscription.active.same_time",
+			Want: []string{subRevokedRow}},
+		{Name: "CanceledAndEndedAppliesOverANewerState", Given: []string{"subscription.reinstated"}, Deliver: "subscription.updated.ended",
+			Want: []string{strings.Replace(subRevokedRow, "at=2026-04-30T16:13:54.999950Z", "at=2026-05-02T10:00:00Z", 1)}},
 		{Name: "SubscriptionOrderedByMicroseconds", Given: []string{"subscription.past_due.later"}, Deliver: "subscription.active.earlier",
 			Want: []string{sub + "past_due" + customer + "cancel_at_period_end=false at=2026-04-30T16:14:00.000002Z"}},
 		{Name: "UnhandledType", Deliver: checkout, Outcome: webhooks.OutcomeIgnored,
@@ -249,6 +266,8 @@ var suite = cf.Suite{
 		"SubscriptionTies":        {subActive, subCanceled, subUpdated},
 		"SubscriptionCreation":    {subCreated, "subscription.updated.at_creation", subActive},
 		"SubscriptionMicrosecond": {"subscription.past_due.later", "subscription.active.earlier"},
+		"SubscriptionRevoked":     {subActive, subCanceled, "subscription.active.same_time", subRevoked},
+		"SubscriptionEndedTie":    {"subscription.updated.ended", "subscription.active.same_time"},
 	},
 }
 

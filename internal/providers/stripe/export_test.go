@@ -35,3 +35,6 @@ func ObjectFieldsByMember() map[string]bool {
 	}
 	return out
 }
+
+// CatchUpTypes are the types the periodic catch-up lists.
+var CatchUpTypes = catchUpTypes

@@ -32,6 +32,7 @@ var handledTypes = []string{
 	"checkout.session.completed", "checkout.session.async_payment_succeeded",
 	"checkout.session.async_payment_failed", "invoice.created", "invoice.finalized", "invoice.paid",
 	"invoice.payment_failed", "charge.refunded",
+	"charge.refund.updated", "refund.created", "refund.updated", "refund.failed",
 	"customer.created", "customer.updated",
 	"customer.subscription.created", "customer.subscription.updated", "customer.subscription.paused",
 	"customer.subscription.resumed", "customer.subscription.deleted", "customer.subscription.trial_will_end",
@@ -40,13 +41,22 @@ var handledTypes = []string{
 }
 
 // catchUpTypes are the types the periodic catch-up lists: Stripe's Events
-// API filters on at most MaxListTypes, so it leaves out the two dispute
-// events that only move money (funds_withdrawn, funds_reinstated), whose
-// dispute state the dispute's other events carry too.
+// API filters on at most MaxListTypes, so it leaves out events whose state
+// others it lists carry too: the two dispute events that only move money
+// (funds_withdrawn, funds_reinstated: the dispute's other events carry its
+// state), and the refund.* events (charge.refunded counts a refund made;
+// charge.refund.updated, which Stripe sends for the refunds of a charge,
+// card refunds among them, carries a refund's failure). A failure or
+// cancellation that only a refund.* event tells (a refund of another
+// payment method, from API version 2024-10-28.acacia) is brought back by
+// `reconcile stripe` without --types, which lists every type.
 var catchUpTypes = func() []string {
 	var out []string
 	for _, t := range handledTypes {
-		if t != "charge.dispute.funds_withdrawn" && t != "charge.dispute.funds_reinstated" {
+		switch t {
+		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
+			"refund.created", "refund.updated", "refund.failed":
+		default:
 			out = append(out, t)
 		}
 	}
@@ -100,7 +110,9 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	case "invoice.payment_failed":
 		return invoicePaymentFailed(ev, a, plan)
 	case "charge.refunded":
-		return chargeRefunded(ev, env, plan)
+		return chargeRefunded(ev, a, env, plan)
+	case "charge.refund.updated", "refund.created", "refund.updated", "refund.failed":
+		return refund(ev, a, plan)
 	case "customer.created", "customer.updated":
 		return customer(ev, a, plan)
 	case "customer.subscription.created", "customer.subscription.updated", "customer.subscription.paused",
@@ -113,15 +125,16 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	return webhooks.ErrUnhandled
 }
 
-// event is what every handler reads of the envelope: the account and when
-// the event happened.
+// meta is what every handler reads of the envelope: the account, the
+// mode and when the event happened.
 type meta struct {
 	Account string    // acct_… of a connected account's event; "" for the platform's own
+	Live    bool      // livemode
 	At      time.Time // the signed created; zero when the event has none
 }
 
 func metaOf(env *envelope) meta {
-	e := meta{Account: string(env.Account)}
+	e := meta{Account: string(env.Account), Live: env.Livemode.live()}
 	if env.Created > 0 {
 		e.At = time.Unix(int64(env.Created), 0).UTC()
 	}
@@ -170,6 +183,7 @@ func (s session) order(ev *webhooks.Event, a meta, status string) orders.Order {
 		Currency:        s.Currency,
 		CustomerEmail:   s.email(),
 		AccountID:       a.Account,
+		Livemode:        &a.Live,
 	}
 }
 
@@ -279,14 +293,14 @@ func invoicePaymentFailed(ev *webhooks.Event, a meta, plan *webhooks.Plan) error
 	return nil
 }
 
-// chargeRefunded records the charge's cumulative amount_refunded and moves
-// its payment intent's order by amount (orders.ApplyRefund). The refund
-// email goes once per refund: when this event brings an amount not
-// recorded before for the charge, to the charge's address, else the
-// order's. Its amount is what this refund added (amount_refunded less
-// previous_attributes.amount_refunded) when the event says what it was
-// before.
-func chargeRefunded(ev *webhooks.Event, env *envelope, plan *webhooks.Plan) error {
+// chargeRefunded records the charge's cumulative amount_refunded, as of
+// the event's time, and gives its payment intent's order what its refunds
+// now add up to (orders.ApplyRefund). The refund email goes once per
+// refund: when this event brings an amount not recorded before for the
+// charge, to the charge's address, else the order's. Its amount is what
+// this refund added (amount_refunded less previous_attributes.amount_refunded)
+// when the event says what it was before.
+func chargeRefunded(ev *webhooks.Event, a meta, env *envelope, plan *webhooks.Plan) error {
 	ch, err := object(ev)
 	if err != nil {
 		return err
@@ -303,6 +317,7 @@ func chargeRefunded(ev *webhooks.Event, env *envelope, plan *webhooks.Plan) erro
 		ChargeID:        ch.ID,
 		AmountRefunded:  ch.AmountRefunded,
 		Currency:        ch.Currency,
+		At:              a.At,
 	})
 	to := deref(ch.ReceiptEmail)
 	if ch.BillingDetails != nil && deref(ch.BillingDetails.Email) != "" {
@@ -318,6 +333,67 @@ func chargeRefunded(ev *webhooks.Event, env *envelope, plan *webhooks.Plan) erro
 	}
 	cond, args := orders.RefundRecorded(ev.ID)
 	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to, Data: data}), cond, args...)
+	return nil
+}
+
+// refundEffects are what each status of a Stripe refund does to its
+// payment's refunded amount: the charge's amount_refunded counts a refund
+// from its creation until it fails or is cancelled.
+var refundEffects = map[string]orders.Effect{
+	"pending": orders.Counts, "requires_action": orders.Counts, "succeeded": orders.Counts,
+	"failed": orders.Void, "canceled": orders.Void,
+}
+
+// refund records a refund object's state (refund.created, .updated,
+// .failed, and charge.refund.updated, which Stripe sends for a charge's
+// refunds before API version 2024-10-28.acacia) as of the event's time,
+// and gives its payment intent's order what its refunds now add up to: a
+// refund that failed or was cancelled takes back what it had added, in
+// whatever order its events and its charge's charge.refunded arrive (see
+// internal/orders). The refund email is charge.refunded's. An order that
+// started refunded in full (its refund came before it) and stands as a
+// sale again gets the confirmation and the fulfillment call it never had
+// (orders.RestoredSale). A refund of no payment intent, or of a status
+// this receiver does not know, is parked for an operator.
+func refund(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+	re, err := object(ev)
+	if err != nil {
+		return err
+	}
+	if re.ID == "" || re.PaymentIntent == "" {
+		return webhooks.Unprocessable("%s %s: refund has no id or payment_intent", ev.Type, ev.ID)
+	}
+	if re.Amount < 0 {
+		return webhooks.Unprocessable("%s %s: amount %d", ev.Type, ev.ID, re.Amount)
+	}
+	effect, ok := refundEffects[re.Status]
+	if !ok {
+		return webhooks.Unprocessable("%s %s: refund status %s", ev.Type, ev.ID, webhooks.Quote(re.Status, 40))
+	}
+	at, err := a.ordered(ev)
+	if err != nil {
+		return err
+	}
+	var made time.Time
+	if c := deref(re.Created); c > 0 {
+		made = time.Unix(c, 0).UTC()
+	}
+	orders.ApplyRefundObject(plan, orders.RefundObject{
+		ProviderEventID: ev.ID,
+		PaymentIntentID: string(re.PaymentIntent),
+		ChargeID:        string(re.Charge),
+		RefundID:        re.ID,
+		Amount:          re.Amount,
+		Currency:        re.Currency,
+		Status:          re.Status,
+		Effect:          effect,
+		FailureReason:   deref(re.FailureReason),
+		CreatedAt:       made,
+		At:              at,
+	})
+	cond, args := orders.RestoredSale(string(re.PaymentIntent))
+	plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation"}), cond, args...)
+	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
 	return nil
 }
 
@@ -422,7 +498,10 @@ func day(t time.Time) string { return t.UTC().Format("2 January 2006") }
 // records the dispute if it is new and tells NOTIFY_EMAIL, once per
 // dispute, of its amount, reason and evidence deadline; the others take
 // the event's state unless a later one was applied or the dispute is
-// closed. A dispute without an id (API versions before 2014) is parked.
+// closed. The orders of its payment intent are then marked dispute_lost
+// while a dispute of it is lost, and cleared once none is
+// (orders.FollowDisputes). A dispute without an id (API versions before
+// 2014) is parked.
 func (p *Provider) dispute(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	o, err := object(ev)
 	if err != nil {
@@ -457,9 +536,11 @@ func (p *Provider) dispute(ev *webhooks.Event, a meta, plan *webhooks.Plan) erro
 	}
 	if ev.Type != "charge.dispute.created" {
 		disputes.Apply(plan, d)
+		orders.FollowDisputes(plan, Source, d.PaymentIntentID)
 		return nil
 	}
 	disputes.Open(plan, d)
+	orders.FollowDisputes(plan, Source, d.PaymentIntentID)
 	data := map[string]any{"DisputeID": d.ExternalID, "AmountCents": d.AmountCents, "Currency": d.Currency,
 		"Reason": d.Reason, "Status": d.Status, "ChargeID": d.ChargeID, "PaymentIntentID": d.PaymentIntentID,
 		"Account": d.AccountID}

@@ -320,8 +320,8 @@ func object(ev *webhooks.Event) (*dataObject, error) {
 }
 
 // dataObject is data.object as the handlers read it: the fields of a
-// Checkout Session, an Invoice, a Charge, a Subscription, a Dispute and a
-// Customer that any of them uses, decoded in the same pass as the
+// Checkout Session, an Invoice, a Charge, a Refund, a Subscription, a
+// Dispute and a Customer that any of them uses, decoded in the same pass as the
 // envelope. Where two of these objects share a name, they share its type.
 type dataObject struct {
 	ID       string     `json:"id"`
@@ -372,6 +372,10 @@ type dataObject struct {
 
 	// Customer
 	CustomerEmail *string `json:"email"`
+
+	// Refund (also Amount, Currency, Status, Charge, PaymentIntent)
+	Created       *int64  `json:"created"` // when the refund was made (and the other objects: unread)
+	FailureReason *string `json:"failure_reason"`
 }
 
 // UnmarshalJSONFrom reads data.object with webhooks.DecodeMembers: a
@@ -435,6 +439,10 @@ func (o *dataObject) Member(name []byte) any {
 		return &o.EvidenceDueBy
 	case "email":
 		return &o.CustomerEmail
+	case "created":
+		return &o.Created
+	case "failure_reason":
+		return &o.FailureReason
 	}
 	return nil
 }

@@ -46,6 +46,18 @@ const (
 
 	refundPartial = "refund.partial" // 1.00 of 30.00
 	refundRest    = "refund.rest"    // the rest: 30.00 in all
+
+	// One refund of the whole 30.00 (re_test_1, made with charge.refunded's
+	// second), which fails three days later.
+	reCreated     = "refund.created.json"
+	reFailed      = "refund.failed.json"
+	reUpdated     = "charge.refund.updated.json" // the same failure, as API versions before 2024-10-28.acacia send it
+	reSecond      = "refund.second"              // a second refund, 10.00, a day after the failure: charge.refunded
+	reSecondMade  = "refund.second.created"      // its refund.created
+	paidDisputed  = "paid.disputed"              // the paid checkout, of the dispute's payment intent
+	dpLost        = "dispute.lost"               // dp_test_1 closed lost, at the won's second
+	dpWonLater    = "dispute.won.later"          // dp_test_1 closed won, later (a withdrawal after the loss)
+	dpLostEarlier = "dispute.lost.earlier"       // dp_test_1 closed lost, before dpWonLater
 )
 
 // Rows of the state, as the cases expect them.
@@ -63,6 +75,12 @@ const (
 	dpNeeds      = "dispute dp_test_1 needs_response 4200 usd fraudulent due=2025-12-08T23:59:59Z pi=pi_test_dispute account=-"
 	dpReview     = "dispute dp_test_1 under_review 4200 usd fraudulent due=2025-12-08T23:59:59Z pi=pi_test_dispute account=-"
 	dpWon        = "dispute dp_test_1 won 4200 usd fraudulent due=2025-12-08T23:59:59Z pi=pi_test_dispute account=-"
+	dpLostRow    = "dispute dp_test_1 lost 4200 usd fraudulent due=2025-12-08T23:59:59Z pi=pi_test_dispute account=-"
+
+	reRowSucceeded = "refund pi_test_paid 3000 usd re_test_1 succeeded"
+	reRowFailed    = "refund pi_test_paid 3000 usd re_test_1 failed"
+	orderDisputed  = "order cs_test_paid paid 3000 usd buyer@example.com"
+	disputedCall   = "stripe cs_test_paid 3000 usd buyer@example.com"
 )
 
 // unreadable makes the paid checkout's amount a string.
@@ -86,13 +104,14 @@ var suite = cf.Suite{
 		`SELECT format('order %s %s %s %s %s', external_id, status, amount_cents, currency, coalesce(customer_email, '-')) FROM orders ORDER BY 1`,
 		`SELECT format('invoice %s %s %s/%s %s %s', stripe_invoice_id, status, amount_paid, amount_due, currency, coalesce(customer_email, '-')) FROM invoices ORDER BY 1`,
 		`SELECT format('invoice_failure %s attempt %s', stripe_invoice_id, attempt_count) FROM invoice_payment_failures ORDER BY 1`,
-		`SELECT format('refund %s %s %s', payment_intent_id, amount_refunded, currency) FROM refunds ORDER BY 1`,
+		`SELECT format('refund %s %s %s%s', payment_intent_id, amount_refunded, currency, ' ' || refund_id || ' ' || status) FROM refunds ORDER BY 1`,
 		`SELECT format('refunded %s %s of %s', external_id, amount_refunded_cents, amount_cents) FROM orders WHERE amount_refunded_cents > 0 ORDER BY 1`,
 		`SELECT format('account %s %s %s', source, external_id, account_id) FROM orders WHERE account_id IS NOT NULL
 		 UNION ALL SELECT format('account invoice %s %s', stripe_invoice_id, account_id) FROM invoices WHERE account_id IS NOT NULL ORDER BY 1`,
 		subscriptionsView,
 		disputesView,
 		`SELECT format('customer %s %s', customer_id, email) FROM customers ORDER BY 1`,
+		`SELECT format('dispute_lost %s', external_id) FROM orders WHERE dispute_lost ORDER BY 1`,
 	},
 	Events: map[string]cf.Event{
 		"unreadable": {Fixture: paid, Replace: unreadable},
@@ -192,6 +211,62 @@ WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 			Want:  []string{"order cs_test_paid partially_refunded 3000 usd buyer@example.com", "refund pi_test_paid 100 usd", "refunded cs_test_paid 100 of 3000"},
 			Steps: paidSteps, Emails: []cf.Mail{refundMail, confirmation}, Calls: []string{paidCall}},
 
+		// Refunds follow their own state: a failed refund takes back what
+		// its charge.refunded added, whichever arrives first.
+		{Name: "RefundFailed", Given: []string{paid, refunded, reCreated}, Deliver: reFailed,
+			Want:   []string{orderPaid, refundRow, reRowFailed, reRowSucceeded},
+			Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{paidCall}},
+		{Name: "RefundFailedAsChargeRefundUpdated", Given: []string{paid, refunded}, Deliver: reUpdated,
+			Want: []string{orderPaid, refundRow, reRowFailed}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{paidCall}},
+		// charge.refunded delivered after its refund failed: the order stays
+		// paid, and the customer is not told of a refund that failed.
+		{Name: "RefundFailedBeforeItsCharge", Given: []string{paid, reFailed}, Deliver: refunded,
+			Want: []string{orderPaid, refundRow, reRowFailed}, Emails: []cf.Mail{confirmation}, Calls: []string{paidCall}},
+		{Name: "RefundFailedBeforeTheOrder", Given: []string{refunded, reFailed}, Deliver: paid,
+			Want: []string{orderPaid, refundRow, reRowFailed}, Steps: paidSteps, Emails: []cf.Mail{refundMail, confirmation}, Calls: []string{paidCall}},
+		// An order that started refunded (its refund came first) was never
+		// confirmed nor fulfilled: its refund's failure does both, once.
+		{Name: "RefundFailedAfterTheOrderStartedRefunded", Given: []string{refunded, paid}, Deliver: reFailed,
+			Want: []string{orderPaid, refundRow, reRowFailed}, Steps: paidSteps, Emails: []cf.Mail{refundMail, confirmation},
+			Calls: []string{paidCall}},
+		{Name: "RefundObjectAlone", Given: []string{paid}, Deliver: reCreated,
+			Want: []string{orderRefunded, reRowSucceeded, "refunded cs_test_paid 3000 of 3000"}, Emails: []cf.Mail{confirmation}, Calls: []string{paidCall}},
+		{Name: "RefundCanceled", Given: []string{paid, refunded}, Deliver: "refund.canceled",
+			Want: []string{orderPaid, refundRow, "refund pi_test_paid 3000 usd re_test_1 canceled"}, Emails: []cf.Mail{confirmation, refundMail},
+			Calls: []string{paidCall}},
+		// A failed refund's status is final: an older succeeded arriving
+		// after it changes nothing.
+		{Name: "RefundFailedIsFinal", Given: []string{paid, refunded, reFailed}, Deliver: reCreated,
+			Want: []string{orderPaid, refundRow, reRowFailed, reRowSucceeded}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{paidCall}},
+		// After the failure, a second refund: the charge's figure counts it
+		// alone, and its email goes.
+		{Name: "SecondRefundAfterAFailure", Given: []string{paid, refunded, reFailed}, Deliver: reSecond,
+			Want: []string{"order cs_test_paid partially_refunded 3000 usd buyer@example.com", "refund pi_test_paid 1000 usd", refundRow, reRowFailed,
+				"refunded cs_test_paid 1000 of 3000"},
+			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"}},
+			Calls: []string{paidCall}},
+		{Name: "SecondRefundObjectAfterAFailure", Given: []string{paid, refunded, reFailed, reSecond}, Deliver: reSecondMade,
+			Want: []string{"order cs_test_paid partially_refunded 3000 usd buyer@example.com", "refund pi_test_paid 1000 usd",
+				"refund pi_test_paid 1000 usd re_test_2 succeeded", refundRow, reRowFailed, "refunded cs_test_paid 1000 of 3000"},
+			Emails: []cf.Mail{confirmation, refundMail, {To: "buyer@example.com", Contains: "We have refunded 10.00 USD"}},
+			Calls:  []string{paidCall}},
+		{Name: "UnknownRefundStatusParked", Deliver: "refund.unknown_status", Outcome: webhooks.OutcomeParked,
+			Check: count(`SELECT count(*) FROM processed_events WHERE status = 'parked' AND last_error LIKE '%refund status%'`, 1)},
+
+		// Disputes mark their order: lost marks it, whichever comes first;
+		// won (a withdrawal after the loss, later) clears it.
+		{Name: "DisputeLostMarksTheOrder", Given: []string{paidDisputed}, Deliver: dpLost,
+			Want: []string{orderDisputed, dpLostRow, "dispute_lost cs_test_paid"}, Emails: []cf.Mail{confirmation}, Calls: []string{disputedCall}},
+		{Name: "DisputeLostBeforeTheOrder", Given: []string{dpLost}, Deliver: paidDisputed,
+			Want: []string{orderDisputed, dpLostRow, "dispute_lost cs_test_paid"}, Steps: paidSteps, Emails: []cf.Mail{confirmation},
+			Calls: []string{disputedCall}},
+		{Name: "DisputeWonAfterLostClears", Given: []string{paidDisputed, dpLost}, Deliver: dpWonLater,
+			Want: []string{orderDisputed, dpWon}, Emails: []cf.Mail{confirmation}, Calls: []string{disputedCall}},
+		{Name: "DisputeOlderLostAfterWon", Given: []string{paidDisputed, dpWonLater}, Deliver: dpLostEarlier,
+			Want: []string{orderDisputed, dpWon}, Emails: []cf.Mail{confirmation}, Calls: []string{disputedCall}},
+		{Name: "DisputeWonAndLostOfOneSecond", Given: []string{paidDisputed, dpClosed}, Deliver: dpLost,
+			Want: []string{orderDisputed, dpWon}, Emails: []cf.Mail{confirmation}, Calls: []string{disputedCall}},
+
 		// Subscriptions.
 		{Name: "SubscriptionCreated", Deliver: subCreated, Want: []string{sub1Trialing}},
 		{Name: "SubscriptionItemsPeriodEnd", Deliver: subActive, Want: []string{sub1Active}},
@@ -246,6 +321,7 @@ WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 			Want: []string{strings.Replace(sub1Active, "account=-", "account=acct_test_1", 1)}},
 	},
 	History: []string{paid, unpaid, succeeded, created, finalized, invFailed, invPaid, refundPartial, refunded,
+		reCreated, reFailed, reUpdated, reSecond, reSecondMade,
 		customerCreated, subCreated, trialWillEnd, subActive, subCancel, subDeleted, subIncomplete, subSameSecond,
 		dpCreated, dpWithdrawn, dpUpdated, dpClosed, dpReinstated},
 	Sequences: map[string][]string{
@@ -257,6 +333,10 @@ WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 		"CheckoutPair":       {subIncomplete, subSameSecond},
 		"SubscriptionEnding": {subActive, subCancel, subDeleted},
 		"Dispute":            {dpCreated, dpWithdrawn, dpUpdated, dpClosed},
+		"FailedRefund":       {paid, refunded, reCreated, reFailed},
+		"FailedThenRefunded": {paid, refunded, reFailed, reSecond},
+		"DisputeLost":        {paidDisputed, dpCreated, dpUpdated, dpLost},
+		"DisputeLostThenWon": {paidDisputed, dpCreated, dpLostEarlier, dpWonLater},
 	},
 	Samples: &cf.Samples{Provider: "stripe", Expect: map[string]cf.Sample{
 		"charge.refunded.supabase-stripe-sync-engine.json": {Want: []string{"refund pi_3Kl36gJDPojXS6LN02fQVtKR 2500 usd"}},
@@ -291,6 +371,20 @@ const (
 )
 
 func init() {
+	suite.Events["refund.canceled"] = cf.Event{Fixture: reFailed, Replace: []string{"evt_test_refund_failed", "evt_test_refund_canceled",
+		`"refund.failed"`, `"refund.updated"`, `"status": "failed"`, `"status": "canceled"`, `"failure_reason": "expired_or_canceled_card"`, `"failure_reason": null`}}
+	suite.Events["refund.unknown_status"] = cf.Event{Fixture: reCreated, Replace: []string{`"status": "succeeded"`, `"status": "refunded_somehow"`}}
+	suite.Events[reSecond] = cf.Event{Fixture: refunded, Replace: []string{"evt_test_charge_refunded", "evt_test_refund_second",
+		`"created": 1764460800`, `"created": 1764806400`, `"amount_refunded": 3000`, `"amount_refunded": 1000`, `"refunded": true`, `"refunded": false`}}
+	suite.Events[reSecondMade] = cf.Event{Fixture: reCreated, Replace: []string{"evt_test_refund_created", "evt_test_refund_second_created",
+		"re_test_1", "re_test_2", `"created": 1764460800`, `"created": 1764806400`, `"amount": 3000`, `"amount": 1000`}}
+	suite.Events[paidDisputed] = cf.Event{Fixture: paid, Replace: []string{"pi_test_paid", "pi_test_dispute"}}
+	suite.Events[dpLost] = cf.Event{Fixture: dpClosed, Replace: []string{"evt_test_dispute_closed", "evt_test_dispute_lost",
+		`"status": "won"`, `"status": "lost"`}}
+	suite.Events[dpLostEarlier] = cf.Event{Fixture: dpClosed, Replace: []string{"evt_test_dispute_closed", "evt_test_dispute_lost_earlier",
+		`"status": "won"`, `"status": "lost"`, `"created": 1767052800`, `"created": 1766966400`}}
+	suite.Events[dpWonLater] = cf.Event{Fixture: dpClosed, Replace: []string{"evt_test_dispute_closed", "evt_test_dispute_won_later",
+		`"created": 1767052800`, `"created": 1767139200`}}
 	suite.Events["sub.deleted.again"] = cf.Event{Fixture: subDeleted, Replace: []string{"evt_test_sub_deleted", "evt_test_sub_deleted_again"}}
 	// Events of a later second than the subscription's deletion and the
 	// dispute's closing, which a final status must still resist.
