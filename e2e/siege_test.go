@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -74,6 +75,18 @@ func TestSiegeUnsignedFlood(t *testing.T) {
 	}
 }
 
+// TestSiegeIdleConnections: 1,100 addresses, each in a /24 of its own
+// (127.1.0.1, 127.1.1.1, …, 127.5.75.1: many blocks, as a botnet's, so
+// that no share of a block keeps them out), each holding a keep-alive
+// connection on which it asked for /healthz and then nothing (it would ask
+// again a minute later, as a monitor does), and opening another whenever
+// the receiver closes or refuses it, for 15 s: more connections than the
+// 1,024 places of MAX_CONNECTIONS.
+func TestSiegeIdleConnections(t *testing.T) {
+	siege(t, "1,100 addresses in 1,100 /24s each holding an idle keep-alive connection, 15 s",
+		attack{Kind: "idle", Addrs: 1100, Length: 15 * time.Second})
+}
+
 // siege starts a receiver and sends genuine deliveries for a while with no
 // attack (how fast this machine answers them at the moment); then starts
 // the attacker, waits until the attack has taken hold and sends genuine
@@ -109,9 +122,11 @@ func siege(t *testing.T, name string, a attack, env ...string) *attackLog {
 
 	m := metricsOf(t, p.URL+"/metrics").Text
 	evidence(t, name, g.String(), fmt.Sprintf("peak RSS %s (bound %s, strangers' part %s); quiet: %s", mib(hwm), mib(bound), mib(strangers), quiet))
-	t.Logf("siege details: handler time of every delivery %s; attackers: %s; the receiver refused %v connections "+
-		"and answered unverified bodies 408 %v times, 503 %v times; its CPU during the siege %v",
-		p.deliveryDurations(), res, total(m, "http_connections_refused_total"), total(m, "webhook_rejections_total", `reason="body_timeout"`),
+	t.Logf("siege details: handler time of every delivery %s; attackers: %s; the receiver refused %v connections, "+
+		"closed %v to make room (%v of them strangers' idle ones), and answered unverified bodies 408 %v times, 503 %v times; "+
+		"its CPU during the siege %v",
+		p.deliveryDurations(), res, total(m, "http_connections_refused_total"), total(m, "http_connections_evicted_total"),
+		total(m, "http_connections_evicted_total", `class="stranger_idle"`), total(m, "webhook_rejections_total", `reason="body_timeout"`),
 		total(m, "webhook_rejections_total", `reason="unverified_over_share"`), cpu.Round(10*time.Millisecond))
 	g.check(t, within)
 	quiet.check(t, within)
@@ -171,16 +186,23 @@ type genuineLog struct {
 	orders    int // deliveries answered 200: each made an order
 }
 
-func (g *genuineLog) add(status int, err error, took time.Duration) {
+func (g *genuineLog) add(res response, err error, took time.Duration) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.sent++
 	g.latencies = append(g.latencies, took)
 	switch {
 	case err != nil:
-		g.refused[oneLine(err.Error(), 80)]++
-	case status != http.StatusOK:
-		g.refused[strconv.Itoa(status)]++
+		g.refused[lastWords(err)]++
+	case res.Status != http.StatusOK:
+		// The status and the reason or outcome the receiver gave.
+		var answer struct{ Outcome, Reason string }
+		_ = json.Unmarshal([]byte(res.Body), &answer)
+		why := answer.Reason
+		if why == "" {
+			why = answer.Outcome
+		}
+		g.refused[strings.TrimSpace(fmt.Sprint(res.Status, " ", why))]++
 	default:
 		g.ok++
 		g.orders++
@@ -259,7 +281,7 @@ func sendGenuine(ctx context.Context, baseURL, prefix string, first int) *genuin
 				// Not ctx: a delivery sent just before the siege ends is
 				// still waited for.
 				res, err := postWith(context.Background(), client, baseURL+d.Path, d.Header(), bytes.NewReader(d.Body))
-				g.add(res.Status, err, time.Since(start))
+				g.add(res, err, time.Since(start))
 			})
 		}
 		select {
@@ -306,9 +328,9 @@ const siegeAttackEnv = "E2E_SIEGE_ATTACK"
 
 // attack is what the attacker does.
 type attack struct {
-	Kind      string // "slow": stalled and dribbling uploads; "flood": 1 MiB bodies
+	Kind      string // "slow": stalled and dribbling uploads; "flood": 1 MiB bodies; "idle": idle connections
 	URL       string
-	Addrs     int // from 127.0.0.2 on
+	Addrs     int // from 127.0.0.2 on; for "idle", one connection each, from 127.1.0.1 on (idleAddr)
 	Stalled   int
 	Dribbling int
 	Workers   int
@@ -433,6 +455,14 @@ func TestSiegeAttacker(t *testing.T) {
 			wg.Go(func() { atk.flood(ctx, a.URL, i%a.Addrs, body) })
 		}
 		held = func() bool { return atk.answered() > 0 }
+	case "idle":
+		for i := range a.Addrs {
+			wg.Go(func() { atk.idleConnection(ctx, a.URL, idleAddr(i)) })
+		}
+		// Seven eighths of the addresses hold one: more than seven
+		// eighths of MAX_CONNECTIONS, the last part of which only the
+		// shares admit.
+		held = func() bool { return atk.open.Load() >= int64(a.Addrs)*7/8 }
 	default:
 		t.Fatalf("attack kind %q", a.Kind)
 	}
@@ -463,7 +493,10 @@ type attackLog struct {
 	Errors map[string]int
 	// Longest is the longest a slow upload's connection lasted.
 	Longest time.Duration
-	mu      sync.Mutex
+	// Closed counts idle connections the receiver closed after
+	// answering on them.
+	Closed int64
+	mu     sync.Mutex
 }
 
 func (a *attackLog) note(f func()) {
@@ -475,17 +508,23 @@ func (a *attackLog) note(f func()) {
 // unanswered counts a connection that ended, or could not be opened,
 // without an answer.
 func (a *attackLog) unanswered(err error) {
-	why := err.Error()
-	if i := strings.LastIndex(why, ": "); i >= 0 {
-		why = why[i+2:]
-	}
 	a.note(func() {
 		a.Refused++
 		if a.Errors == nil {
 			a.Errors = map[string]int{}
 		}
-		a.Errors[oneLine(why, 40)]++
+		a.Errors[lastWords(err)]++
 	})
+}
+
+// lastWords are the last words of an error ("EOF", "connection reset by
+// peer"), without the addresses and ports before them.
+func lastWords(err error) string {
+	why := err.Error()
+	if i := strings.LastIndex(why, ": "); i >= 0 {
+		why = why[i+2:]
+	}
+	return oneLine(why, 40)
 }
 
 func (a *attackLog) answered() int {
@@ -502,6 +541,9 @@ func (a *attackLog) String() string {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	s := fmt.Sprintf("%d connections, answered %v, %d closed or refused unanswered %v", a.Dials, a.Statuses, a.Refused, a.Errors)
+	if a.Closed > 0 {
+		s += fmt.Sprintf(", %d held ones closed by the receiver", a.Closed)
+	}
 	if a.Longest > 0 {
 		s += fmt.Sprintf(", the longest lasted %v", a.Longest.Round(100*time.Millisecond))
 	}
@@ -529,17 +571,14 @@ func (a *attackLog) slowUploads(ctx context.Context, baseURL string, addr int, d
 	d := attackerDialer(addr)
 	for n := 0; ctx.Err() == nil; n++ {
 		r := routes[(addr+n)%len(routes)]
-		conn, err := d.DialContext(ctx, "tcp", host)
-		a.note(func() { a.Dials++ })
-		if err != nil {
-			a.unanswered(err)
-			pause(ctx, 50*time.Millisecond)
+		conn := a.dial(ctx, d, host)
+		if conn == nil {
 			continue
 		}
 		a.open.Add(1)
 		start := time.Now()
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
-		_, err = fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: receiver\r\nContent-Type: application/json\r\n%s\r\nContent-Length: 1000\r\n\r\n", r.path, r.header)
+		_, err := fmt.Fprintf(conn, "POST %s HTTP/1.1\r\nHost: receiver\r\nContent-Type: application/json\r\n%s\r\nContent-Length: 1000\r\n\r\n", r.path, r.header)
 		if err == nil && dribble {
 			go func() {
 				for {
@@ -591,6 +630,80 @@ func (a *attackLog) flood(ctx context.Context, baseURL string, addr int, body []
 		io.Copy(io.Discard, res.Body)
 		res.Body.Close()
 		a.note(func() { a.Statuses[res.StatusCode]++ })
+	}
+}
+
+// dial opens a connection to host through d, and counts it; one that
+// cannot be opened is counted unanswered, and nil returned after a pause.
+func (a *attackLog) dial(ctx context.Context, d *net.Dialer, host string) net.Conn {
+	conn, err := d.DialContext(ctx, "tcp", host)
+	a.note(func() { a.Dials++ })
+	if err != nil {
+		a.unanswered(err)
+		pause(ctx, 50*time.Millisecond)
+		return nil
+	}
+	return conn
+}
+
+// idleAddr is the address of the idle attacker i: 127.1.0.1, 127.1.1.1, …,
+// each in a /24 of its own, none in 127.0.0.0/24 (the genuine sender's).
+func idleAddr(i int) net.IP { return net.IPv4(127, byte(1+i/256), byte(i%256), 1) }
+
+// idleConnection holds, until ctx ends, a keep-alive connection from addr
+// on which it asks for /healthz once a minute, and nothing else: when the
+// receiver closes or refuses it, it opens another.
+func (a *attackLog) idleConnection(ctx context.Context, baseURL string, addr net.IP) {
+	host := strings.TrimPrefix(baseURL, "http://")
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: addr}, Timeout: 5 * time.Second}
+	for ctx.Err() == nil {
+		conn := a.dial(ctx, d, host)
+		if conn == nil {
+			continue
+		}
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		r := bufio.NewReader(conn)
+		held := false
+		var err error
+		for ctx.Err() == nil {
+			if _, err = io.WriteString(conn, "GET /healthz HTTP/1.1\r\nHost: receiver\r\n\r\n"); err != nil {
+				break
+			}
+			var res *http.Response
+			if res, err = http.ReadResponse(r, nil); err != nil {
+				break
+			}
+			io.Copy(io.Discard, res.Body)
+			res.Body.Close()
+			a.note(func() { a.Statuses[res.StatusCode]++ })
+			if !held {
+				held = true
+				a.open.Add(1)
+			}
+			// Idle for most of a minute (the receiver's idle timeout),
+			// unless the receiver closes the connection first.
+			_ = conn.SetReadDeadline(time.Now().Add(50 * time.Second))
+			if _, err = r.Peek(1); err == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+				if err == nil {
+					err = errors.New("unexpected bytes")
+				}
+				break
+			}
+			_ = conn.SetReadDeadline(time.Time{})
+		}
+		stop()
+		conn.Close()
+		if held {
+			a.open.Add(-1)
+		}
+		if ctx.Err() == nil {
+			if held {
+				a.note(func() { a.Closed++ })
+			} else {
+				a.unanswered(err)
+			}
+			pause(ctx, 50*time.Millisecond)
+		}
 	}
 }
 

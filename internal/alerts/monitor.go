@@ -127,7 +127,8 @@ func (m *Monitor) NoteFailover(f Failover) {
 }
 
 // sample is the counters at a time, by "sig|<source>" (signature failures
-// that count) and "load|<source>|<reason>" (refusals for load).
+// that count), "load|<source>|<reason>" (refusals for load) and
+// "conn|<what> <reason or class>" (connections refused or evicted).
 type sample struct {
 	at     time.Time
 	values map[string]float64
@@ -414,6 +415,14 @@ func (m *Monitor) sampleCounters(now time.Time) {
 						s.values["load|"+label(mt.GetLabel(), "source")+"|"+r] += mt.GetCounter().GetValue()
 					}
 				}
+			case ConnectionsRefused:
+				for _, mt := range mf.GetMetric() {
+					s.values[connKey+"refused "+label(mt.GetLabel(), "reason")] += mt.GetCounter().GetValue()
+				}
+			case ConnectionsEvicted:
+				for _, mt := range mf.GetMetric() {
+					s.values[connKey+"closed "+label(mt.GetLabel(), "class")] += mt.GetCounter().GetValue()
+				}
 			}
 		}
 	}
@@ -431,11 +440,25 @@ func (m *Monitor) sampleCounters(now time.Time) {
 }
 
 // LoadReason reports whether a rejection reason is a refusal for load: the
-// receiver had no room for the delivery (too_many_in_flight, and the
-// budgets of unverified requests: over_…, too_many_…).
-func LoadReason(reason string) bool {
-	return strings.HasPrefix(reason, "too_many") || strings.HasPrefix(reason, "over")
-}
+// receiver had no room or time for the delivery (webhooks.LoadReasons:
+// MAX_INFLIGHT, the budget of unverified bodies, BODY_TIMEOUT).
+func LoadReason(reason string) bool { return slices.Contains(webhooks.LoadReasons, reason) }
+
+// The series of HTTP_ADDR's connections that the load cause counts
+// (internal/server registers them): connections reset as soon as
+// accepted, by reason, and connections closed to make room for another at
+// MAX_CONNECTIONS, by class.
+const (
+	ConnectionsRefused = "http_connections_refused_total"
+	ConnectionsEvicted = "http_connections_evicted_total"
+)
+
+// connKey starts the keys of the connection counters in a sample.
+const connKey = "conn|"
+
+// ConnectionsSubject is the subject of a load alert about connections:
+// they come before any provider's route is known.
+const ConnectionsSubject = "connections"
 
 func label[L interface {
 	GetName() string
@@ -525,14 +548,7 @@ func (m *Monitor) load(time.Time) ([]Alert, int, error) {
 	var out []Alert
 	holds := 0
 	for _, s := range m.Subjects {
-		var n float64
-		var reasons []string
-		for _, k := range slices.Sorted(maps.Keys(d)) {
-			if r, ok := strings.CutPrefix(k, "load|"+s.Source+"|"); ok {
-				n += d[k]
-				reasons = append(reasons, fmt.Sprintf("%s %d", r, int64(d[k])))
-			}
-		}
+		n, reasons := counted(d, "load|"+s.Source+"|")
 		if n < m.threshold() {
 			continue
 		}
@@ -540,12 +556,42 @@ func (m *Monitor) load(time.Time) ([]Alert, int, error) {
 		out = append(out, Alert{Cause: CauseLoad, Subject: s.Source,
 			Title: fmt.Sprintf("%s: %d deliveries refused for load in %s", s.Source, int64(n), dur(since)),
 			Text: fmt.Sprintf("This replica refused %d %s deliveries in the last %s, with nothing written (%s): it had no "+
-				"room for them (MAX_INFLIGHT verified deliveries at once, or the budget of unverified requests). %s; "+
-				"reconcile what it sent meanwhile. If it lasts, add replicas or raise MAX_INFLIGHT; if the requests are "+
-				"unsigned, someone is flooding the route.",
+				"room or time for them (MAX_INFLIGHT verified deliveries at once, the budget of unverified bodies "+
+				"and its shares, BODY_TIMEOUT). %s; reconcile what it sent meanwhile. If it lasts, add replicas or raise "+
+				"MAX_INFLIGHT; if the requests are unsigned (unverified_over_share, body_timeout), someone is flooding "+
+				"the route or stalling on it: limit connections and requests per client address in front of the receiver.",
 				int64(n), s.Source, dur(since), strings.Join(reasons, ", "), retries(s))})
 	}
+	if n, what := counted(d, connKey); n >= m.threshold() {
+		holds++
+		out = append(out, Alert{Cause: CauseLoad, Subject: ConnectionsSubject,
+			Title: fmt.Sprintf("connections: %d refused or closed for load in %s", int64(n), dur(since)),
+			Text: fmt.Sprintf("This replica refused or closed %d connections in the last %s (%s): MAX_CONNECTIONS were "+
+				"all, or nearly all, in use. In the last eighth of them it refuses a connection whose address or block "+
+				"holds its share of the strangers' (over_share); at the bound it closes the connection idle longest to "+
+				"make room, a stranger's first (idle before busy), a sender's idle one only when no stranger's is left, "+
+				"and refuses a connection when every open one is a sender's, busy (full). Senders' deliveries refused "+
+				"this way are retried by most providers, and reconciliation catches up on the rest. Many addresses "+
+				"holding connections is a flood: limit connections per client address in front of the receiver "+
+				"(README, \"In front of the receiver\"); if the connections are your senders' or your proxy's, raise "+
+				"MAX_CONNECTIONS or add replicas.",
+				int64(n), dur(since), strings.Join(what, ", "))})
+	}
 	return out, holds, nil
+}
+
+// counted sums the counters of d whose keys start with prefix, and names
+// each that grew ("too_many_in_flight 5").
+func counted(d map[string]float64, prefix string) (float64, []string) {
+	var n float64
+	var what []string
+	for _, k := range slices.Sorted(maps.Keys(d)) {
+		if r, ok := strings.CutPrefix(k, prefix); ok {
+			n += d[k]
+			what = append(what, fmt.Sprintf("%s %d", r, int64(d[k])))
+		}
+	}
+	return n, what
 }
 
 // retries is what the subject's sender does with a refused delivery, as a

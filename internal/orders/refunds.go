@@ -32,7 +32,9 @@ import "time"
 //	         and not void by then (what the figure counted)
 //	       + Σ amount of the refunds that count now
 //
-// (the first part never below nothing). So a failed refund takes back what
+// (the first part never below nothing): the function refunded_cents of
+// migration 000014, which every order insert and refund write calls. So a
+// failed refund takes back what
 // its charge.refunded added, whether the failure arrives before or after
 // it or the charge's later figure already left it out; a charge known only
 // by its figures is its newest figure, as before; a payment known only by

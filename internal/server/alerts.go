@@ -9,11 +9,12 @@ import (
 // setupAlerts runs the operator alerts' monitor beside the server, in
 // every replica: it evaluates the causes every minute (the claims make one
 // replica send each alert), from the database and from this process's
-// rejection counters. With no channel configured (ALERT_WEBHOOK_URL,
-// ALERT_EMAIL) it still sets the conditions' gauges.
+// rejection counters and HTTP_ADDR's connection counters. With no channel
+// configured (ALERT_WEBHOOK_URL, ALERT_EMAIL) it still sets the
+// conditions' gauges.
 func (s *Server) setupAlerts() {
 	counters := prometheus.NewRegistry()
-	counters.MustRegister(s.metrics.Rejections, s.metrics.SignatureMismatches)
+	counters.MustRegister(s.metrics.Rejections, s.metrics.SignatureMismatches, s.conns.refused, s.conns.evicted)
 	var subjects []alerts.Subject
 	for _, p := range s.providers {
 		if p.on {

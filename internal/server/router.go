@@ -60,6 +60,8 @@ func (s *Server) router() *echo.Echo {
 		BodyTimeout:     s.cfg.BodyTimeout,
 		// The same client address as the request log's remote.
 		ClientAddr: ipExtractor(s.cfg.TrustedProxies),
+		// Its connection is a sender's from then on (connLimit).
+		Verified: requestVerified,
 	})
 	s.closers = append(s.closers, func(context.Context) error { h.FlushLog(); return nil })
 	adm := h.Admission()

@@ -62,6 +62,9 @@ type Server struct {
 	// webhookRoutes are the mounted webhook routes, which a 404 under
 	// /webhooks/ names.
 	webhookRoutes []string
+	// conns are HTTP_ADDR's listener's series (the listener comes with
+	// Run; the alerts count them from New on).
+	conns *connMetrics
 }
 
 // headerTimeout is how long a request's headers may take to arrive on
@@ -187,6 +190,7 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	s.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.registry.MustRegister(buildInfo())
 	s.metrics = webhooks.NewMetrics(s.registry)
+	s.conns = newConnMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
 	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
 	for _, spec := range cfg.Specs() {
@@ -209,6 +213,8 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		IdleTimeout:    60 * time.Second,
 		MaxHeaderBytes: maxHeaderBytes,
 		ErrorLog:       slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		// The listener of Run follows each connection (connLimit).
+		ConnContext: withConn,
 	}
 	if cfg.MetricsAddr != "" {
 		mux := http.NewServeMux()
@@ -278,7 +284,8 @@ func (s *Server) Run(ctx context.Context, ready func(Addrs)) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", s.cfg.HTTPAddr, err)
 	}
-	ln := limitConns(tcp, s.cfg.MaxConnections, s.registry)
+	ln := limitConns(tcp, s.cfg.MaxConnections, s.conns, s.registry)
+	s.http.ConnState = ln.connState
 	bound := s.cfg.MemoryBound()
 	if !s.cfg.MemoryLimitSet {
 		debug.SetMemoryLimit(bound)

@@ -15,13 +15,15 @@ import (
 // bytes (UNVERIFIED_BODY_BYTES), paid as they arrive and given back once
 // the body is verified or refused, so a request that sends its headers and
 // then nothing costs none of it. The budget is shared fairly by source
-// (the client's address, an IPv6 one by its /64): while it has room,
-// anyone may take from it; once it is full, a source within its fair share
-// (the budget divided among the sources reading a body) cuts off the
-// largest read of the source furthest beyond its own and is served, and a
-// source beyond its share is refused, 503 with Retry-After, without
-// reading the rest of its body. A sender with little in flight is thus
-// always served, however many bytes a few other addresses push.
+// (the client's address, an IPv6 one by its /64) and by block of sources
+// (see Blocks: the budget is split among the /24s and /48s reading a body,
+// each one's part among its sub-blocks, down to the source's share): while
+// it has room, anyone may take from it; once it is full, a source within
+// its share cuts off the largest read of the source furthest beyond its
+// own and is served, and a source beyond its share is refused, 503 with
+// Retry-After, without reading the rest of its body. A sender with little
+// in flight is thus always served, however many bytes a few other
+// addresses, or the thousand addresses of one block, push.
 //
 // The sources table holds only the sources reading a body at the moment,
 // so it is bounded by the connections the server accepts.
@@ -33,7 +35,9 @@ type Admission struct {
 	// cut are the bytes held by reads already cut off and not yet given
 	// back: room that is coming.
 	cut     int64
-	sources map[netip.Addr]*source
+	sources map[netip.Prefix]*source
+	// blocks are the sources' blocks: what each one's share is.
+	blocks *BlockTree
 	// spare are entries of sources that left, kept for the next ones, so
 	// that a sender delivering one event at a time does not allocate one
 	// for each.
@@ -44,11 +48,12 @@ type Admission struct {
 	waiters int
 }
 
-// source is one client address's share of the budget.
+// source is one client address's (an IPv6 /64's) part of the budget.
 type source struct {
-	used  int64
-	cut   int64 // of used, held by reads already cut off
-	reads []*unverified
+	blocks Blocks
+	used   int64
+	cut    int64 // of used, held by reads already cut off
+	reads  []*unverified
 }
 
 // admissionWait bounds how long a read within its fair share waits for the
@@ -71,7 +76,8 @@ var (
 
 // NewAdmission returns a budget of limit bytes for unverified bodies.
 func NewAdmission(limit int64) *Admission {
-	return &Admission{limit: max(limit, 1), sources: map[netip.Addr]*source{}, freed: make(chan struct{})}
+	return &Admission{limit: max(limit, 1), sources: map[netip.Prefix]*source{}, blocks: NewBlockTree(),
+		freed: make(chan struct{})}
 }
 
 // Used reports the bytes unverified bodies hold, and how many sources are
@@ -82,32 +88,12 @@ func (a *Admission) Used() (bytes int64, sources int) {
 	return a.used, len(a.sources)
 }
 
-// SourceKey is the key a client address (as text) is counted under; see
-// SourceOf. Anything that is not an address shares the zero key.
-func SourceKey(addr string) netip.Addr {
-	a, err := netip.ParseAddr(addr)
-	if err != nil {
-		return netip.Addr{}
-	}
-	return SourceOf(a)
-}
-
-// SourceOf is the key a client address's share of a budget is counted
-// under: the address itself, an IPv6 address by its /64 (what one host or
-// one customer of a provider is usually given), an IPv4-mapped one as IPv4.
-func SourceOf(a netip.Addr) netip.Addr {
-	a = a.Unmap().WithZone("")
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.Addr()
-	}
-	return a
-}
+// share is the part of the budget s may hold (a.mu is held).
+func (a *Admission) share(s *source) int64 { return a.blocks.Share(s.blocks, a.limit, 0) }
 
 // unverified is one request's body while it is read and verified.
 type unverified struct {
 	adm  *Admission
-	key  netip.Addr
 	src  *source
 	held int64
 	// w is the request's ResponseWriter, through which the read is cut
@@ -122,20 +108,22 @@ type unverified struct {
 	probe [1]byte
 }
 
-// enter registers a request of the source key whose body is about to be
-// read. w is the request's ResponseWriter, through which another read may
-// cut this one off; leave must follow.
-func (a *Admission) enter(key netip.Addr, w http.ResponseWriter) *unverified {
-	u := &unverified{adm: a, key: key, w: w, reading: true}
+// enter registers a request from the client whose blocks are b, whose
+// body is about to be read. w is the request's ResponseWriter, through
+// which another read may cut this one off; leave must follow.
+func (a *Admission) enter(b Blocks, w http.ResponseWriter) *unverified {
+	u := &unverified{adm: a, w: w, reading: true}
 	a.mu.Lock()
-	s := a.sources[key]
+	s := a.sources[b.Leaf()]
 	if s == nil {
 		if n := len(a.spare); n > 0 {
 			s, a.spare = a.spare[n-1], a.spare[:n-1]
 		} else {
 			s = &source{}
 		}
-		a.sources[key] = s
+		s.blocks = b
+		a.sources[b.Leaf()] = s
+		a.blocks.Enter(b)
 	}
 	s.reads = append(s.reads, u)
 	u.src = s
@@ -166,14 +154,14 @@ func (u *unverified) take(ctx context.Context, n int64) error {
 			u.held += n
 			a.mu.Unlock()
 			return nil
-		case u.src.used+n > a.limit/int64(len(a.sources)):
+		case u.src.used+n > a.share(u.src):
 			a.mu.Unlock()
 			return errOverShare
 		}
 		// Within its share, and no room: some other source holds more
-		// than its share (if none did, the sum of the shares would leave
-		// room). Cut off their largest reads until what is coming back
-		// makes room, and wait for it.
+		// than its share (if none did, the sum of the shares, which is
+		// at most the budget, would leave room). Cut off their largest
+		// reads until what is coming back makes room, and wait for it.
 		for a.used-a.cut+n > a.limit && a.cutLargest(u.src) {
 		}
 		if timer == nil {
@@ -200,17 +188,21 @@ func (u *unverified) take(ctx context.Context, n int64) error {
 }
 
 // cutLargest cuts off the largest read of the source furthest beyond its
-// fair share, other than except, and reports whether there was one. A read
-// is cut off by its connection's read deadline: its pending Read returns at
+// share, other than except, and reports whether there was one. A read is
+// cut off by its connection's read deadline: its pending Read returns at
 // once, and its bytes come back when it leaves. a.mu is held, so that the
 // read cannot have left meanwhile (and its ResponseWriter gone on to
 // another request).
 func (a *Admission) cutLargest(except *source) bool {
-	share := a.limit / int64(len(a.sources))
 	var heaviest *source
 	var victim *unverified
+	var most int64
 	for _, s := range a.sources {
-		if s == except || s.used-s.cut <= share || (heaviest != nil && s.used-s.cut <= heaviest.used-heaviest.cut) {
+		if s == except {
+			continue
+		}
+		beyond := s.used - s.cut - a.share(s)
+		if beyond <= 0 || (heaviest != nil && beyond <= most) {
 			continue
 		}
 		var largest *unverified
@@ -220,7 +212,7 @@ func (a *Admission) cutLargest(except *source) bool {
 			}
 		}
 		if largest != nil {
-			heaviest, victim = s, largest
+			heaviest, victim, most = s, largest, beyond
 		}
 	}
 	if victim == nil {
@@ -266,7 +258,8 @@ func (u *unverified) leave() {
 		}
 	}
 	if len(s.reads) == 0 {
-		delete(a.sources, u.key)
+		delete(a.sources, s.blocks.Leaf())
+		a.blocks.Leave(s.blocks)
 		if len(a.spare) < maxSpare && cap(s.reads) <= maxSpare {
 			a.spare = append(a.spare, s)
 		}

@@ -26,7 +26,7 @@ import (
 func TestAdmissionShares(t *testing.T) {
 	const limit = 64 << 10
 	a := NewAdmission(limit)
-	heavy, light := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2")
+	heavy, light := blocksOf("192.0.2.1"), blocksOf("192.0.2.2")
 	big, small := a.enter(heavy, nil), a.enter(heavy, nil)
 	if err := big.take(context.Background(), 40<<10); err != nil {
 		t.Fatal(err)
@@ -88,14 +88,14 @@ func TestAdmissionShares(t *testing.T) {
 // reading: none can be cut off) is refused once ctx ends.
 func TestAdmissionWaitsNoLongerThanItMay(t *testing.T) {
 	a := NewAdmission(1 << 10)
-	holder := a.enter(netip.MustParseAddr("192.0.2.1"), nil)
+	holder := a.enter(blocksOf("192.0.2.1"), nil)
 	if err := holder.take(context.Background(), 1<<10); err != nil {
 		t.Fatal(err)
 	}
 	holder.doneReading()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	u := a.enter(netip.MustParseAddr("192.0.2.2"), nil)
+	u := a.enter(blocksOf("192.0.2.2"), nil)
 	if err := u.take(ctx, 10); !errors.Is(err, context.Canceled) {
 		t.Errorf("take with no room coming: %v, want context.Canceled", err)
 	}
@@ -103,21 +103,163 @@ func TestAdmissionWaitsNoLongerThanItMay(t *testing.T) {
 	holder.leave()
 }
 
-// TestSourceKey: IPv6 addresses count by their /64, IPv4-mapped ones as
-// IPv4.
-func TestSourceKey(t *testing.T) {
+// blocksOf is the blocks of an address written as text.
+func blocksOf(addr string) Blocks { return BlocksOf(netip.MustParseAddr(addr)) }
+
+// TestBlocksOf: an IPv4 address counts in its /24 and by itself (loopback
+// too, an IPv4-mapped address as IPv4), an IPv6 one in its /48, /56 and
+// /64; anything else in one block.
+func TestBlocksOf(t *testing.T) {
 	for in, want := range map[string]string{
-		"192.0.2.7":                   "192.0.2.7",
-		"::ffff:192.0.2.7":            "192.0.2.7",
-		"2001:db8:1:2:aaaa::1":        "2001:db8:1:2::",
-		"2001:db8:1:2:bbbb::9":        "2001:db8:1:2::",
-		"fe80::1%eth0":                "fe80::",
-		"not an address":              "invalid IP",
-		"2001:db8:1:3:ffff:ffff:0:42": "2001:db8:1:3::",
+		"192.0.2.7":                     "192.0.2.0/24 192.0.2.7/32",
+		"::ffff:192.0.2.7":              "192.0.2.0/24 192.0.2.7/32",
+		"127.13.200.9":                  "127.13.200.0/24 127.13.200.9/32",
+		"2001:db8:1:2:aaaa::1":          "2001:db8:1::/48 2001:db8:1::/56 2001:db8:1:2::/64",
+		"2001:db8:1:3ff:ffff:ffff:0:42": "2001:db8:1::/48 2001:db8:1:300::/56 2001:db8:1:3ff::/64",
+		"fe80::1%eth0":                  "fe80::/48 fe80::/56 fe80::/64",
+		"not an address":                "invalid Prefix",
 	} {
-		if got := SourceKey(in).String(); got != want {
-			t.Errorf("SourceKey(%q) = %s, want %s", in, got, want)
+		var got []string
+		for _, p := range BlocksOfString(in).Path() {
+			got = append(got, p.String())
 		}
+		if strings.Join(got, " ") != want {
+			t.Errorf("BlocksOfString(%q) = %s, want %s", in, strings.Join(got, " "), want)
+		}
+	}
+}
+
+// TestBlockShares: a budget is split equally among the top blocks (/24s,
+// /48s) holding some, each block's part among its sub-blocks; a block not
+// there yet counts as one more; a reserve is one more top block.
+func TestBlockShares(t *testing.T) {
+	const total = 7200
+	tr := NewBlockTree()
+	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.2", "10.0.1.1",
+		"2001:db8:a:1::1", "2001:db8:a:2::1", "2001:db8:a:100::1"} {
+		tr.Enter(blocksOf(a))
+	}
+	// Three top blocks: 10.0.0.0/24, 10.0.1.0/24, 2001:db8:a::/48.
+	for a, want := range map[string]int64{
+		"10.0.0.1": total / 3 / 2, // two addresses in its /24
+		"10.0.0.2": total / 3 / 2,
+		"10.0.1.1": total / 3,     // alone in its /24
+		"10.0.1.2": total / 3 / 2, // a newcomer to 10.0.1.0/24
+		"10.0.2.1": total / 4,     // a newcomer /24: one top block more
+		// 2001:db8:a::/48 holds two /56s; 2001:db8:a::/56 two /64s.
+		"2001:db8:a:1::9":   total / 3 / 2 / 2,
+		"2001:db8:a:100::1": total / 3 / 2,
+		"2001:db8:a:200::1": total / 3 / 3, // a third /56
+		"2001:db8:b::1":     total / 4,
+	} {
+		if got := tr.Share(blocksOf(a), total, 0); got != want {
+			t.Errorf("share of %s = %d, want %d", a, got, want)
+		}
+	}
+	if got, want := tr.Share(blocksOf("10.0.1.1"), total, 1), int64(total/4); got != want {
+		t.Errorf("share of 10.0.1.1 with a reserve of one block = %d, want %d", got, want)
+	}
+	if got := tr.Holders(blocksOf("10.0.0.2")); got != 2 {
+		t.Errorf("10.0.0.2 holds %d, want 2", got)
+	}
+	for _, a := range []string{"10.0.0.1", "10.0.0.2", "10.0.0.2", "10.0.1.1",
+		"2001:db8:a:1::1", "2001:db8:a:2::1", "2001:db8:a:100::1"} {
+		tr.Leave(blocksOf(a))
+	}
+	if len(tr.nodes) != 0 || tr.Top() != 0 {
+		t.Errorf("after every holder left: %d blocks, %d top", len(tr.nodes), tr.Top())
+	}
+
+	// Admits: below its share, or below least while no block of its
+	// holds its own part.
+	for i := range 9 {
+		tr.Enter(blocksOf(fmt.Sprintf("10.0.0.%d", i+1)))
+	}
+	admits := func(a string) bool { return tr.Admits(blocksOf(a), 16, 0, 4) }
+	// The /24's part is 16, an address's 16/9: each holds 1, less than 4,
+	// and the /24 holds 9 of its 16.
+	if !admits("10.0.0.1") {
+		t.Error("an address holding 1, its /24 under its part, was refused its least")
+	}
+	for range 7 {
+		tr.Enter(blocksOf("10.0.0.1"))
+	}
+	// The /24 holds its part: no least any more, only shares.
+	if admits("10.0.0.2") {
+		t.Error("an address at its share was admitted below least, its /24 holding its part")
+	}
+	if !admits("10.0.0.99") {
+		t.Error("a new address of a full /24 was refused its own part")
+	}
+	if !admits("10.0.1.1") {
+		t.Error("an address of another /24 was refused")
+	}
+}
+
+// TestAdmissionSharesByBlock: sixteen /64s of one /48 fill the budget; a
+// sender in another /48 is within its share (half the budget: two top
+// blocks) and cuts their reads off, where counted by /64 alone it would be
+// one of seventeen; a seventeenth /64 of the same /48 shares its block's
+// half with the sixteen, and is refused beyond its part of it.
+func TestAdmissionSharesByBlock(t *testing.T) {
+	const limit = 64 << 10
+	a := NewAdmission(limit)
+	var reads []*unverified
+	for i := range 16 {
+		u := a.enter(blocksOf(fmt.Sprintf("2001:db8:aa:%x::1", i)), nil)
+		if err := u.take(context.Background(), limit/16); err != nil {
+			t.Fatal(err)
+		}
+		reads = append(reads, u)
+	}
+	if used, sources := a.Used(); used != limit || sources != 16 {
+		t.Fatalf("used %d by %d sources, want %d by 16", used, sources, limit)
+	}
+
+	// Another address of the /48: its part is the /48's half (it is
+	// still its only top block) split among 17 /64s, less than 8 KiB.
+	late := a.enter(blocksOf("2001:db8:aa:99::1"), nil)
+	if err := late.take(context.Background(), 8<<10); !errors.Is(err, errOverShare) {
+		t.Errorf("a 17th /64 of the full /48 asking for 8 KiB: %v, want errOverShare", err)
+	}
+	late.leave()
+
+	// A sender in another /48 asks for a quarter of the budget.
+	sender := a.enter(blocksOf("2001:db8:bb::1"), nil)
+	took := make(chan error, 1)
+	go func() { took <- sender.take(context.Background(), limit/4) }()
+	waitUntil(t, "reads of the full /48 to be cut off", func() bool {
+		select {
+		case err := <-took:
+			t.Fatalf("the sender in another /48 asking for a quarter of the budget: %v before any read was cut off", err)
+		default:
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		return a.cut >= limit/4
+	})
+	for _, u := range reads {
+		if u.cutOff {
+			u.leave()
+		}
+	}
+	if err := <-took; err != nil {
+		t.Fatalf("the sender in another /48 was refused: %v", err)
+	}
+	cut := 0
+	for _, u := range reads {
+		if u.cutOff {
+			cut++
+		} else {
+			u.leave()
+		}
+	}
+	if cut != 4 {
+		t.Errorf("%d reads cut off to make a quarter of the budget, want 4", cut)
+	}
+	sender.leave()
+	if used, sources := a.Used(); used != 0 || sources != 0 {
+		t.Errorf("after every read left: %d bytes, %d sources", used, sources)
 	}
 }
 

@@ -39,7 +39,7 @@ func TestReadBody(t *testing.T) {
 	}
 	adm := NewAdmission(1 << 20)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u := adm.enter(SourceKey("127.0.0.1"), w)
+		u := adm.enter(BlocksOfString("127.0.0.1"), w)
 		b, err := u.read(r.Context(), http.MaxBytesReader(w, r.Body, limit), r.ContentLength, limit)
 		u.leave()
 		if used, sources := adm.Used(); used != 0 || sources != 0 {
@@ -86,7 +86,7 @@ func TestReadBody(t *testing.T) {
 	t.Run("ClaimedLengthNotAllocatedUpFront", func(t *testing.T) {
 		// A header claims 1 MiB; 100 bytes come. What is allocated follows
 		// the bytes, not the header.
-		u := adm.enter(SourceKey("127.0.0.1"), nil)
+		u := adm.enter(BlocksOfString("127.0.0.1"), nil)
 		defer u.leave()
 		b, err := u.read(context.Background(), bytes.NewReader(body[:100]), 1<<20, 1<<20)
 		if err != nil || len(b) != 100 {

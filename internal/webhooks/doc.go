@@ -11,8 +11,9 @@
 // request is an anonymous stranger's, and costs what Admission lets it:
 // its body must arrive within BODY_TIMEOUT of its headers (else 408), and
 // is read once, into buffers paid for from a budget that unverified bodies
-// share fairly by client address, as its bytes arrive (an address beyond
-// its share of a full budget is answered 503 without the rest being read).
+// share fairly by client address and block of addresses (Blocks), as its
+// bytes arrive (an address beyond its share of a full budget is answered
+// 503 without the rest being read).
 // The raw body is then given to the Provider's Verify, which checks the
 // signature (and, where the sender signs one, the timestamp) and returns
 // an Event keyed on the event's identity: the Stripe event id, GitHub's

@@ -32,6 +32,7 @@ type Handler struct {
 	admission   *Admission
 	bodyTimeout time.Duration
 	clientAddr  func(*http.Request) string
+	verified    func(*http.Request)
 	now         func() time.Time
 }
 
@@ -52,7 +53,25 @@ type Limits struct {
 	// ClientAddr returns a request's client address, as TRUSTED_PROXIES
 	// defines it; nil: the socket's peer.
 	ClientAddr func(*http.Request) string
+	// Verified, if not nil, is told of every request whose signature was
+	// verified: the server protects its connection as a sender's.
+	Verified func(*http.Request)
 }
+
+// The reasons a delivery is refused for want of room or time, not for
+// what it is: the load alert counts them.
+const (
+	// ReasonTooManyInFlight: MAX_INFLIGHT verified deliveries at once.
+	ReasonTooManyInFlight = "too_many_in_flight"
+	// ReasonUnverifiedOverShare: the budget of unverified bodies is full
+	// and the client's address (or its block) holds more than its share.
+	ReasonUnverifiedOverShare = "unverified_over_share"
+	// ReasonBodyTimeout: the body did not come within BODY_TIMEOUT.
+	ReasonBodyTimeout = "body_timeout"
+)
+
+// LoadReasons are the reasons above: a closed set.
+var LoadReasons = []string{ReasonTooManyInFlight, ReasonUnverifiedOverShare, ReasonBodyTimeout}
 
 // NewHandler returns a handler within lim. A delivery holds no connection
 // while its steps talk to the outside world, so MaxInflight bounds memory
@@ -68,7 +87,7 @@ func NewHandler(proc *Processor, metrics *Metrics, log *slog.Logger, lim Limits)
 	}
 	return &Handler{proc: proc, metrics: metrics, log: log, rejected: reqlog.NewRepeats(log, reqlog.RepeatPeriod, nil), maxBody: lim.MaxBody,
 		inflight: make(chan struct{}, max(lim.MaxInflight, 1)), admission: NewAdmission(lim.UnverifiedBytes),
-		bodyTimeout: lim.BodyTimeout, clientAddr: clientAddr, now: time.Now}
+		bodyTimeout: lim.BodyTimeout, clientAddr: clientAddr, verified: lim.Verified, now: time.Now}
 }
 
 // FlushLog writes the counts of refused deliveries not logged one by one
@@ -152,12 +171,15 @@ func (d *delivery) serve(ctx context.Context, prov Provider) {
 		return
 	}
 	verify.End()
+	if h.verified != nil {
+		h.verified(req)
+	}
 	select {
 	case h.inflight <- struct{}{}:
 		defer func() { <-h.inflight }()
 	default:
 		d.w.Header().Set("Retry-After", "1")
-		d.reject(ctx, http.StatusServiceUnavailable, "too_many_in_flight", nil)
+		d.reject(ctx, http.StatusServiceUnavailable, ReasonTooManyInFlight, nil)
 		return
 	}
 	ev.Via = ViaDelivery
@@ -258,7 +280,7 @@ func (d *delivery) readBody(ctx context.Context) (body []byte, u *unverified, ok
 		// the server's ReadTimeout still bounds the whole request there.
 		_ = http.NewResponseController(d.w).SetReadDeadline(d.start.Add(h.bodyTimeout))
 	}
-	u = h.admission.enter(SourceKey(h.clientAddr(req)), d.w)
+	u = h.admission.enter(BlocksOfString(h.clientAddr(req)), d.w)
 	body, err := u.read(ctx, http.MaxBytesReader(d.w, req.Body, h.maxBody), req.ContentLength, h.maxBody)
 	if err == nil {
 		u.doneReading()
@@ -273,9 +295,9 @@ func (d *delivery) readBody(ctx context.Context) (body []byte, u *unverified, ok
 		d.reject(ctx, http.StatusRequestEntityTooLarge, "body_too_large", nil)
 	case errors.Is(err, errCutOff), errors.Is(err, errOverShare), errors.Is(err, errAdmissionBusy):
 		d.w.Header().Set("Retry-After", "1")
-		d.reject(ctx, http.StatusServiceUnavailable, "unverified_over_share", err)
+		d.reject(ctx, http.StatusServiceUnavailable, ReasonUnverifiedOverShare, err)
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		d.reject(ctx, http.StatusRequestTimeout, "body_timeout", nil)
+		d.reject(ctx, http.StatusRequestTimeout, ReasonBodyTimeout, nil)
 	default:
 		d.reject(ctx, http.StatusBadRequest, "body_unreadable", err)
 	}
