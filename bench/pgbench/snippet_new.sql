@@ -1,6 +1,7 @@
 -- (c) The copied snippet's SQL (bench/snippet) for a new invoice.created
 -- event: the claim, then the invoice, two statements each in autocommit
--- (two round trips, two commits), no stored body.
+-- (two round trips, two commits), no stored body, on the snippet's own
+-- tables (bench/snippetdb), as users run it.
 --
 -- Variable: r (random per transaction).
 \set r random(1, 9000000000000000000)

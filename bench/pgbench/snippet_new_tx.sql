@@ -1,6 +1,7 @@
 -- (c1) The copied snippet's SQL of (c) in one transaction: BEGIN, the claim,
--- the invoice, COMMIT, each its own round trip; one commit. Target 1's
--- pgbench baseline.
+-- the invoice, COMMIT, each its own round trip; one commit, on the snippet's
+-- own tables (bench/snippetdb). Target 1b's baseline, at the HTTP phases'
+-- concurrency (and at one client beside it).
 --
 -- Variable: r (random per transaction).
 \set r random(1, 9000000000000000000)

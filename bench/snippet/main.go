@@ -12,6 +12,12 @@
 // was new, inserts the invoice in a second statement; then it answers 200.
 // It stores no body.
 //
+// Its tables are the ones a user who copies it creates (bench/snippetdb,
+// created at start where absent): processed_events keyed by the event,
+// invoices unique by Stripe's id, nothing more. Pointed at a database
+// migrated like the receiver's, it writes the receiver's tables instead
+// (the benchmark's "receiver's schema" row).
+//
 // Its queries run under the request's values but not its cancellation
 // (context.WithoutCancel, bounded by -query-timeout): a sender that hangs up
 // does not cancel them, so pgx keeps its connections instead of closing
@@ -48,6 +54,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/labstack/echo/v5"
 	"github.com/stripe/stripe-go/v76/webhook"
+
+	"github.com/paywebhooks/receiver/bench/snippetdb"
 )
 
 func main() {
@@ -62,7 +70,7 @@ func main() {
 func run(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("snippet", flag.ContinueOnError)
 	addr := fs.String("addr", envOr("HTTP_ADDR", "127.0.0.1:0"), "listen address")
-	dbURL := fs.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL URL (a database migrated like the receiver's)")
+	dbURL := fs.String("db", os.Getenv("DATABASE_URL"), "PostgreSQL URL (its tables are created if absent, bench/snippetdb; a database migrated like the receiver's keeps the receiver's)")
 	secret := fs.String("secret", os.Getenv("STRIPE_WEBHOOK_SECRET"), "Stripe signing secret")
 	defConns, _ := strconv.Atoi(os.Getenv("DB_MAX_CONNS"))
 	maxConns := fs.Int("max-conns", defConns, "pool size (0: pgxpool's default)")
@@ -83,6 +91,9 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	defer pool.Close()
+	if err := snippetdb.Create(ctx, pool); err != nil {
+		return fmt.Errorf("create the tables: %w", err)
+	}
 
 	e := echo.New()
 	e.GET("/healthz", func(c *echo.Context) error { return c.String(http.StatusOK, "ok") })

@@ -44,6 +44,7 @@ func events(p webhooks.Spec) []string {
 	switch p.Source {
 	case "stripe":
 		out = append(out, stripeEvents...)
+		out = append(out, burstEvent)
 	case "github":
 		if p.Example != nil {
 			out = append(out, githubPurchase)
@@ -620,10 +621,16 @@ func newDelivery(p webhooks.Spec, event string, now time.Time) delivery {
 // poolDelivery is event i of the fixed pool of seed: the same bytes in
 // every run, so that one run can replay what an earlier one sent.
 func poolDelivery(p webhooks.Spec, event string, seed uint64, i int) delivery {
+	if event == burstEvent && p.Source == "stripe" {
+		return burstDelivery(seed, i, 0, time.Unix(1764460800+int64(i), 0)) // the pool is checkouts' events, in turn
+	}
 	return buildDelivery(p, event, seeded(seed, i), time.Unix(1764460800+int64(i), 0))
 }
 
 func buildDelivery(p webhooks.Spec, event string, r rng, now time.Time) delivery {
+	if event == burstEvent && p.Source == "stripe" {
+		return burstDelivery(r.Uint64(), 0, 0, now) // a new checkout's first event
+	}
 	if t, ok := stripeTemplates[event]; ok && p.Source == "stripe" {
 		vals := stripeValues(r, now)
 		return delivery{id: vals["evt"], body: t.render(vals)}

@@ -83,6 +83,7 @@ type config struct {
 	Prime        int
 	Pool         int
 	Seed         uint64
+	Customers    int
 	Concurrency  int
 	Rate         float64
 	Duration     time.Duration
@@ -159,11 +160,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "receiver `URL`; with no path, /webhooks/<provider> is appended")
 	fs.StringVar(&c.Provider, "provider", "stripe", "sender to imitate: "+strings.Join(providers.Sources(providers.All()), ", "))
 	fs.StringVar(&c.Secret, "secret", "", "signing `secret`, as the receiver is configured with it (Stripe whsec_…, the GitHub webhook secret, …); default the first of the provider's variable ($STRIPE_WEBHOOK_SECRET, $GITHUB_WEBHOOK_SECRET, …)")
-	fs.StringVar(&c.Event, "event", "", "event to send: invoice (Stripe invoice.created: database only), invoice-paid (Stripe invoice.paid: a receipt e-mail), checkout (Stripe checkout.session.completed, paid: email and fulfillment steps), github-purchase (GitHub marketplace_purchase purchased), example (any provider: the paid order of its Spec's Example); default invoice for stripe, github-purchase for github, example for the others")
+	fs.StringVar(&c.Event, "event", "", "event to send: invoice (Stripe invoice.created: database only), invoice-paid (Stripe invoice.paid: a receipt e-mail), checkout (Stripe checkout.session.completed, paid: email and fulfillment steps), burst (the seven Stripe events of each Checkout of a subscription, in turn, each naming the customer: see -customers), github-purchase (GitHub marketplace_purchase purchased), example (any provider: the paid order of its Spec's Example); default invoice for stripe, github-purchase for github, example for the others")
 	fs.Float64Var(&c.Duplicates, "duplicates", 0, "`ratio` (0…1) of deliveries that replay an event already answered 2xx, the rest are new events; 1 sends only replays (see -prime)")
 	fs.IntVar(&c.Prime, "prime", 0, "send `N` new events before the measured run (not measured), so that replays have events to replay; default: when -duplicates is 1, as many as -concurrency. With -pool: the first N events of the pool, once each")
 	fs.IntVar(&c.Pool, "pool", 0, "send only the `N` events of a fixed pool chosen by -seed, the same bytes in every run, each delivery a random one of them (counted as replays): several runs can replay what one run primed")
 	fs.Uint64Var(&c.Seed, "seed", 1, "`seed` of the -pool events")
+	fs.IntVar(&c.Customers, "customers", 0, "Stripe: every new event names one of `N` customers (each with its one address, the same in every run) instead of a customer of its own; with -event burst, every checkout is one of theirs")
 	fs.IntVar(&c.Concurrency, "concurrency", 16, "deliveries in flight at once (closed loop); ignored with -rate")
 	fs.Float64Var(&c.Rate, "rate", 0, "fixed arrival rate in deliveries per `second` (open loop); 0 means closed loop at -concurrency")
 	fs.DurationVar(&c.Duration, "duration", 0, "how long to send, after the warm-up (default 10s, or until -count)")
@@ -228,6 +230,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return c, usageError{"-rate must not be negative"}
 	case c.Count < 0 || c.Prime < 0 || c.Pool < 0:
 		return c, usageError{"-count, -prime and -pool must not be negative"}
+	case c.Customers < 0:
+		return c, usageError{"-customers must not be negative"}
+	case c.Customers > 0 && c.Provider != "stripe":
+		return c, usageError{"-customers is for -provider stripe"}
 	case c.Pool > 0 && c.Duplicates > 0:
 		return c, usageError{"-pool sends only the pool's events: leave -duplicates out"}
 	case c.RetryMax < 1:
@@ -382,6 +388,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	s := &sender{cfg: cfg, client: &http.Client{Transport: tr, Timeout: cfg.Timeout,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 
+	// fresh makes a new event.
+	fresh := func() delivery { return newDelivery(cfg.spec, cfg.Event, time.Now()) }
+	switch {
+	case cfg.Event == burstEvent:
+		b := &burster{seed: rand.Uint64(), customers: cfg.Customers}
+		fresh = func() delivery { return b.next(time.Now()) }
+	case cfg.Customers > 0:
+		fresh = func() delivery { return newCustomerDelivery(cfg.Event, rand.IntN(cfg.Customers), time.Now()) }
+	}
+
 	// The fixed pool of -pool, built once.
 	var pool []delivery
 	for i := range cfg.Pool {
@@ -395,7 +411,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var primed int
 	if cfg.Prime > 0 {
 		var n atomic.Int64
-		prime := func() delivery { return newDelivery(cfg.spec, cfg.Event, time.Now()) }
+		prime := fresh
 		if pool != nil {
 			var k atomic.Int64
 			prime = func() delivery {
@@ -421,7 +437,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return d
 			}
 		}
-		return newDelivery(cfg.spec, cfg.Event, time.Now())
+		return fresh()
 	}
 
 	if cfg.Warmup > 0 && ctx.Err() == nil {

@@ -10,6 +10,24 @@
 // address records nothing. Writes are queued on the event's transaction,
 // conditional on receiver_claimed(); WithAddress adds the address to a
 // step's payload in the same transaction.
+//
+// # A row every event of the customer names
+//
+// Every invoice, Checkout Session and customer event of one customer names
+// its row, and a customer's burst (a Checkout with a subscription sends
+// half a dozen events within a second) would queue on it if each event
+// locked it: the lock is held until the event's commit, and commits wait on
+// the disk one behind the other. So an event takes the row's lock only when
+// it changes the row, which an event of the same address and of a time
+// already recorded never does (see internal/webhooks, "What a delivery's
+// transaction may lock"). A real change is a different address from an
+// event not older than the recorded one, or the first event of a later
+// second (its time is recorded, so that an older event's different address
+// cannot win over it later): with one address, once per customer and
+// second at most, and an event of the customer then waits at most for the
+// commit of the one that changed the row. The first events of a new
+// customer, which arrive together, wait for the commit of the one that
+// inserted the row, and not for each other.
 package customers
 
 import (
@@ -32,20 +50,44 @@ type Customer struct {
 	At        time.Time // when that event happened, as the provider signed it
 }
 
+// The customer's row is written by two statements, queued one after the
+// other on the event's transaction (one round trip still), each deciding
+// alone. The first inserts the row where the customer has none (one that
+// is there, it meets in the primary key and leaves: no write, no lock);
+// where another event inserts it at the same time, it waits for that
+// event's commit (once: the insert that meets a row does nothing, and locks
+// nothing) and leaves the row to the second. The second, with a snapshot
+// taken after the first, updates the row where the event changes it: an
+// event is applied unless it is older than the last one applied, and
+// changes the row when it is newer, or of the same time with another
+// address or the first account. (One statement cannot do both without a
+// lock: an INSERT … ON CONFLICT DO UPDATE locks the row it meets even when
+// its WHERE is false, and the events of a new customer, which arrive
+// together, would then wait for each other's commits one after the other.)
+const (
+	insertSQL = `
+INSERT INTO customers (source, customer_id, email, account_id, event_at, provider_event_id)
+SELECT $1, $2, $3, NULLIF($4, ''), $5, $6 WHERE receiver_claimed()
+ON CONFLICT (source, customer_id) DO NOTHING`
+	updateSQL = `
+UPDATE customers AS c
+SET email = $3, account_id = coalesce(c.account_id, NULLIF($4, '')), event_at = $5, provider_event_id = $6,
+    updated_at = now()
+WHERE c.source = $1 AND c.customer_id = $2 AND receiver_claimed()
+  AND (c.event_at < $5
+       OR (c.event_at = $5 AND (c.email IS DISTINCT FROM $3 OR (c.account_id IS NULL AND $4 <> ''))))`
+)
+
 // Remember records c's address unless a newer event gave one. A customer
-// with no id or no address records nothing.
+// with no id or no address records nothing; an event that changes nothing
+// of the customer's row neither writes nor locks it.
 func Remember(q Queue, c Customer) {
 	if c.ID == "" || c.Email == "" {
 		return
 	}
-	q.Exec(`
-INSERT INTO customers AS c (source, customer_id, email, account_id, event_at, provider_event_id)
-SELECT $1, $2, $3, NULLIF($4, ''), $5, $6 WHERE receiver_claimed()
-ON CONFLICT (source, customer_id) DO UPDATE
-    SET email = EXCLUDED.email, account_id = coalesce(c.account_id, EXCLUDED.account_id),
-        event_at = EXCLUDED.event_at, provider_event_id = EXCLUDED.provider_event_id, updated_at = now()
-    WHERE EXCLUDED.event_at >= c.event_at`,
-		c.Source, c.ID, c.Email, c.AccountID, c.At, c.EventID)
+	args := []any{c.Source, c.ID, c.Email, c.AccountID, c.At, c.EventID}
+	q.Exec(insertSQL, args...)
+	q.Exec(updateSQL, args...)
 }
 
 // WithAddress turns a step condition (webhooks.Plan.StepIf) into one that

@@ -10,9 +10,10 @@
 // event happened, and providers deliver such events late, out of order and
 // more than once. A row therefore keeps when its state was true: event_at,
 // the time of the last event applied (Stripe's signed created, in seconds;
-// Paddle's occurred_at; Polar's modified_at), and each event is one
-// statement, INSERT … ON CONFLICT DO UPDATE … WHERE, that the database
-// decides alone (no read first):
+// Paddle's occurred_at; Polar's modified_at), and each event is decided by
+// the database alone (no read first): an INSERT of the row where it is
+// absent, then an UPDATE of the row where the rules below let the event
+// change it, two statements of the event's one round trip:
 //
 //   - an event older than the last one applied changes nothing;
 //   - an event of the same time is applied: within one tick of the
@@ -25,7 +26,12 @@
 //     does nothing;
 //   - a final status (Stripe's canceled and incomplete_expired, Paddle's
 //     canceled: the provider never moves such a subscription again) is
-//     never left, whatever arrives later.
+//     never left, whatever arrives later;
+//   - an event that leaves the row as it is (the same state, of a time
+//     already recorded; any event of a subscription already ended) neither
+//     writes the row nor locks it, so that events of one subscription do
+//     not wait for each other's commits for nothing. An event of a later
+//     time with the same state writes its time only.
 //
 // Writes are queued on the event's transaction (a webhooks.Plan), each
 // conditional on receiver_claimed() (a copy of the event skips it). The
@@ -60,13 +66,6 @@ type Subscription struct {
 	At time.Time
 }
 
-const insertSQL = `
-INSERT INTO subscriptions AS s (source, external_id, status, customer_id, current_period_end,
-                                cancel_at_period_end, account_id, event_at, provider_event_id)
-SELECT $1, $2, $3, NULLIF($4, ''), $5::timestamptz, $6, NULLIF($7, ''), $8, $9
-WHERE receiver_claimed()
-`
-
 func args(s Subscription) []any {
 	var periodEnd any
 	if !s.CurrentPeriodEnd.IsZero() {
@@ -76,45 +75,79 @@ func args(s Subscription) []any {
 		s.At, s.EventID}
 }
 
-// set is the update of a row to the state of the event being inserted
-// (EXCLUDED), whole: a period end the event does not give (Paddle gives
-// none for a paused or canceled subscription) is none, so that the row is
-// the newest event's state whichever events came before it. Only the
-// customer and the account, which never change, are kept when absent.
-const set = `
-    SET status = EXCLUDED.status,
-        customer_id = coalesce(EXCLUDED.customer_id, s.customer_id),
-        current_period_end = EXCLUDED.current_period_end,
-        cancel_at_period_end = EXCLUDED.cancel_at_period_end,
-        account_id = coalesce(s.account_id, EXCLUDED.account_id),
-        event_at = greatest(s.event_at, EXCLUDED.event_at),
-        provider_event_id = EXCLUDED.provider_event_id,
-        updated_at = now()`
+// insertSQL inserts the event's state where the subscription had no row
+// when the statement began: a row that is there is neither written nor
+// locked, nor is a value of the id sequence spent; where another event
+// inserts the row at the same time, it waits for that event's commit and
+// does nothing (updateSQL, which follows it, then applies the event to
+// that row).
+const insertSQL = `
+INSERT INTO subscriptions (source, external_id, status, customer_id, current_period_end,
+                           cancel_at_period_end, account_id, event_at, provider_event_id)
+SELECT $1, $2, $3, NULLIF($4, ''), $5::timestamptz, $6, NULLIF($7, ''), $8, $9
+WHERE receiver_claimed() AND NOT EXISTS (SELECT FROM subscriptions s WHERE s.source = $1 AND s.external_id = $2)
+ON CONFLICT (source, external_id) DO NOTHING`
+
+// update is the update of a row s to the state of the event, whole, where
+// cond holds: a period end the event does not give (Paddle gives none for a
+// paused or canceled subscription) is none, so that the row is the newest
+// event's state whichever events came before it. Only the customer and the
+// account, which never change, are kept when absent. The row is written,
+// and locked until the commit, only where cond holds (an UPDATE locks only
+// the rows it changes, where an INSERT … ON CONFLICT DO UPDATE locks the
+// row it meets even when its WHERE is false: see internal/webhooks, "What a
+// delivery's transaction may lock").
+func update(cond string) string {
+	return `
+UPDATE subscriptions AS s
+SET status = $3, customer_id = coalesce(NULLIF($4, ''), s.customer_id), current_period_end = $5::timestamptz,
+    cancel_at_period_end = $6, account_id = coalesce(s.account_id, NULLIF($7, '')),
+    event_at = greatest(s.event_at, $8), provider_event_id = $9, updated_at = now()
+WHERE s.source = $1 AND s.external_id = $2 AND receiver_claimed() AND s.status <> ALL ($10) AND ` + cond
+}
+
+// differs holds when the event's state is not the row's: only then does an
+// event of a time already recorded write the row.
+const differs = `(s.status, s.customer_id, s.current_period_end, s.cancel_at_period_end, s.account_id)
+      IS DISTINCT FROM ($3, coalesce(NULLIF($4, ''), s.customer_id), $5::timestamptz, $6,
+                        coalesce(s.account_id, NULLIF($7, '')))`
+
+var (
+	// An event newer than the last one applied, or of its time with
+	// another state, unless the row's status is final. An event of a newer
+	// time with the same state writes only its time, so that an older
+	// event arriving later is still known as older.
+	applySQL = update(`(s.event_at < $8 OR (s.event_at = $8 AND ` + differs + `))`)
+	// The final state whatever the time, unless the row's status is
+	// already final.
+	endSQL = update(`(s.event_at < $8 OR ` + differs + `)`)
+)
 
 // Insert records s if the subscription has no row yet, and otherwise
 // changes nothing: Stripe's customer.subscription.created, the first state
 // of a subscription, which any other event of it supersedes.
 func Insert(q Queue, s Subscription) {
-	q.Exec(insertSQL+`ON CONFLICT (source, external_id) DO NOTHING`, args(s)...)
+	q.Exec(insertSQL, args(s)...)
 }
 
 // Apply gives the subscription s's state, creating its row if absent,
 // unless the last event applied to it is newer than s (an event of the
 // same time is applied: the later arrival wins) or its status is one of
-// final.
+// final. An event that leaves the row as it is neither writes nor locks it.
 func Apply(q Queue, s Subscription, final []string) {
-	q.Exec(insertSQL+`ON CONFLICT (source, external_id) DO UPDATE`+set+`
-    WHERE s.status <> ALL ($10) AND EXCLUDED.event_at >= s.event_at`, append(args(s), final)...)
+	q.Exec(insertSQL, args(s)...)
+	q.Exec(applySQL, append(args(s), final)...)
 }
 
 // End gives the subscription s's state, which must be one of final,
 // whatever the time of the last event applied, unless its status is
 // already final: the event that ends a subscription (Stripe's
 // customer.subscription.deleted) is its last, even when an event of the
-// same second arrives after it.
+// same second arrives after it. A subscription already ended is neither
+// written nor locked.
 func End(q Queue, s Subscription, final []string) {
-	q.Exec(insertSQL+`ON CONFLICT (source, external_id) DO UPDATE`+set+`
-    WHERE s.status <> ALL ($10)`, append(args(s), final)...)
+	q.Exec(insertSQL, args(s)...)
+	q.Exec(endSQL, append(args(s), final)...)
 }
 
 // Notice records that the subscription's customer is to be told notice

@@ -62,6 +62,43 @@
 // claim it holds. The delivery answers 200 only when every step is done,
 // skipped or parked for an operator.
 //
+// # What a delivery's transaction may lock
+//
+// Every row an event's transaction writes stays locked until its commit,
+// and a commit waits for the disk (commits of concurrent transactions share
+// a flush, but each waits for one). A row that events of other objects
+// also write is therefore a queue: were every event of one customer to
+// lock the customer's row, a customer's burst (a Checkout with a
+// subscription sends half a dozen events within a second, a Connect
+// platform's renewal run many more) would commit one event at a time.
+// Hence the rule:
+//
+//   - An event's transaction may lock the rows of its own event (its claim,
+//     its steps) and of the object it is about (the order, the invoice,
+//     the subscription, the dispute): events of one object are ordered
+//     anyway, and there are few of them.
+//   - A row that events of different objects write (a customer's address,
+//     a subject's entitlements, anything keyed by the customer or the
+//     account) is locked only by an event that changes it. Such a write is
+//     two statements of the same batch: an INSERT that runs only where the
+//     row is absent (INSERT … SELECT … WHERE NOT EXISTS … ON CONFLICT DO
+//     NOTHING), then an UPDATE whose WHERE holds only for a real change
+//     (PostgreSQL locks only the rows an UPDATE changes; its snapshot, taken
+//     after the INSERT, sees a row another event inserted meanwhile). Never
+//     INSERT … ON CONFLICT DO UPDATE, which locks the row it meets even
+//     when its WHERE is false, nor an UPDATE that always writes
+//     (updated_at = now(), a counter). What is counted is counted when
+//     read, or in memory (metrics).
+//   - A real change to such a row is rare by construction (internal/customers:
+//     a new address, the first event of a later second, the row's
+//     insert), so that two events of one customer wait for each other for
+//     one commit at most. Queue such writes after the event's own where
+//     the plan allows: the lock is held from its statement to the commit.
+//
+// TestCustomerBurstWaitsOnNothing holds it: it runs every pair of the events
+// of two checkouts of one customer, the first held open before its commit,
+// and fails if the second waits for a lock.
+//
 // # The states of a step's claim
 //
 // A step's row in processed_events (key "<event key>/<step name>") is in one

@@ -70,8 +70,9 @@ type costResult struct {
 	serverCPU   float64 // seconds over the window, the profiling build's
 	cpuProfile  string  // pprof files
 	allocProf   string
-	cpuCats     []share // the CPU profile by category
-	allocCats   []share // the allocation profile (objects) by category
+	cpuCats     []share     // the CPU profile by category
+	allocCats   []share     // the allocation profile (objects) by category
+	flush       groupCommit // over the server's life; zero when not counted
 	err         error
 }
 
@@ -152,6 +153,7 @@ func (b *bench) costWindow(ctx context.Context, phase string, sp costSpec) (r co
 	// Go samples one allocation per 512 KB by default: a few hundred
 	// samples in a window.
 	cmd.Env = append(cmd.Env, "GODEBUG="+joinGODEBUG(os.Getenv("GODEBUG"), fmt.Sprintf("memprofilerate=%d", memProfileRate)))
+	before := b.quietCounts(ctx, sp.dbname)
 	srv, err := b.startServer(ctx, sp.side+" (cost "+phase+")", addr, cmd)
 	if err != nil {
 		r.err = err
@@ -197,6 +199,13 @@ func (b *bench) costWindow(ctx context.Context, phase string, sp costSpec) (r co
 	r.sent, r.recvd = float64(p1.sent-p0.sent), float64(p1.recvd-p0.recvd)
 	r.mallocs, r.allocBytes = float64(m1.Mallocs-m0.Mallocs), float64(m1.TotalAlloc-m0.TotalAlloc)
 	r.serverCPU = s.cpu.Server
+	// The server's whole life (its warm-up too) at one concurrency: its
+	// commits and the cluster's WAL flushes, read once its connections
+	// are gone.
+	srv.stop()
+	if g, ok := flushSpan(sp.side, 0, before, b.quietCounts(ctx, sp.dbname)); ok {
+		r.flush = g
+	}
 	for i, e := range profErr {
 		if e != nil {
 			r.err = fmt.Errorf("profile %d: %w", i, e)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/paywebhooks/receiver/bench/pgbench"
+	"github.com/paywebhooks/receiver/bench/snippetdb"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 )
 
@@ -165,11 +166,12 @@ func TestPgbenchScriptsRun(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	b := testBench(t, "pgb")
+	b := testBench(t, "pgb", "pgbsnip")
+	snippetTables(t, b.url("pgbsnip"))
 	b.pgbenchBin = bin
 	b.invoiceBody = string(testInvoiceBody)
 	for _, sc := range []pgbench.Script{pgbench.ReceiverNew, pgbench.MinimalNew, pgbench.SnippetNew, pgbench.SnippetNewTx} {
-		s, err := b.pgbench(context.Background(), "pgb", sc, 2, time.Second)
+		s, err := b.pgbench(context.Background(), pgbenchDB(sc), sc, 2, time.Second)
 		if err != nil {
 			t.Fatalf("%s: %v", sc.File, err)
 		}
@@ -178,8 +180,14 @@ func TestPgbenchScriptsRun(t *testing.T) {
 		}
 	}
 	u := b.url("pgb")
-	if n := query[int64](t, u, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'evt_pg%' AND body IS NULL`); n == 0 {
-		t.Error("(c) and (c1) stored no claims")
+	if n := query[int64](t, b.url("pgbsnip"), `SELECT count(*) FROM processed_events p JOIN invoices i ON i.stripe_invoice_id = 'in_pg' || substr(p.event_key, 7)
+  WHERE p.event_key LIKE 'evt_pg%'`); n == 0 {
+		t.Error("(c) and (c1) stored no claims with their invoices on the snippet's tables")
+	}
+	// (a) remembers each event's customer, a new one each time.
+	if n := query[int64](t, u, `SELECT count(*) FROM customers c JOIN processed_events p ON p.event_key = c.provider_event_id
+  WHERE c.customer_id = 'cus_pga' || substr(p.event_key, 8)`); n == 0 {
+		t.Error("(a) remembered no customer")
 	}
 	if n := query[int64](t, u, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'evt_pga%'
   AND octet_length(body) = $1 AND event_type = 'invoice.created' AND via = 'delivery'`, len(testInvoiceBody)); n == 0 {
@@ -191,5 +199,26 @@ func TestPgbenchScriptsRun(t *testing.T) {
 	}
 	if p99, err := b.pgbenchRateP99(context.Background(), "pgb", pgbench.ReceiverNew, 2, 50, time.Second); err != nil || p99 <= 0 {
 		t.Errorf("pgbench -R: p99 %.1f ms, %v", p99, err)
+	}
+}
+
+// snippetTables makes the test database at url the snippet's: its own two
+// tables instead of the receiver's.
+func snippetTables(t *testing.T, url string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(context.Background(), `DROP TABLE processed_events, invoices CASCADE`); err != nil {
+		t.Fatal(err)
+	}
+	if err := snippetdb.Create(context.Background(), conn); err != nil {
+		t.Fatal(err)
+	}
+	var cols int
+	if err := conn.QueryRow(context.Background(), `SELECT count(*) FROM information_schema.columns WHERE table_name = 'processed_events'`).Scan(&cols); err != nil || cols != 5 {
+		t.Fatalf("the snippet's processed_events has %d columns (%v)", cols, err)
 	}
 }

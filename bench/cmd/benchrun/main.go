@@ -10,13 +10,24 @@
 // Every comparison alternates short slots of its sides, round after round
 // (the order rotates each round), and takes each ratio per round; one side
 // runs twice per round (A and A′), and that A/A ratio is printed beside
-// every target so that the noise of the shared machine is visible. Phases:
+// every target so that the noise of the shared machine is visible. The
+// snippets write their own tables (bench/snippetdb: what a user who copies
+// them creates); the net/http snippet also runs on a database migrated
+// like the receiver's, a second row. Phases:
 //
-//	1  new invoice.created events: the receiver, both snippets, and pgbench
-//	   running (c1) the snippet's SQL in one transaction, (a) the
-//	   receiver's pipelined transaction, (b) the minimal one-statement
-//	   transaction, (c) the snippet's two autocommit statements
+//	1  new invoice.created events: the receiver, both snippets (and the
+//	   net/http one on the receiver's schema), and pgbench at the same
+//	   concurrency running (c1) the snippet's SQL in one transaction on the
+//	   snippet's tables (and at one client beside it), (a) the receiver's
+//	   own pipelined transaction, 5 KB body included (the ceiling P), (b)
+//	   the minimal one-statement transaction, (c) the snippet's two
+//	   autocommit statements
 //	2  replays of finished events: the receiver against both snippets
+//	8  a customer's burst: the seven events of each Checkout of a
+//	   subscription (loadgen -event burst), the receiver with a customer of
+//	   its own per checkout, with every checkout one customer's (twice, the
+//	   A/A control), with a handful of customers', and the net/http snippet
+//	   sent the same events
 //	7  new events through a PgBouncer in transaction mode: the receiver
 //	   against the net/http snippet, both through the same pooler
 //	3  checkout.session.completed (paid) with a 200 ms fulfillment API,
@@ -31,14 +42,20 @@
 // The CPU of every slot is counted for the benchmark's own processes only:
 // loadgen or pgbench, the receiver or the snippet, the processes of the
 // benchmark's own cluster and its PgBouncer; the WAL of every slot is the
-// cluster's insert position moved over it.
+// cluster's insert position moved over it; the lock waits of every slot are
+// pg_stat_activity sampled every -lock-sample: how many of the active
+// backends were waiting for a lock (another transaction's row, a relation's
+// extension), and for which.
 //
 // After the rounds of phases 1 and 2, a cost window per server (-cost) runs
 // the profiling builds (bench/cmd/profserver, the snippets with -pprof)
 // through a proxy that counts round trips to PostgreSQL, and takes CPU and
 // allocation profiles (written to -profiles) and the allocations per
-// delivery. The report's "Cost per new event" table puts these beside the
-// rounds' CPU and WAL per event.
+// delivery, and, with the cluster otherwise idle before and after, the WAL
+// flushes per commit (pg_stat_wal's wal_sync against the database's
+// commits: what group commit does at that concurrency); pgbench's (a) and
+// (c1) get such a window too. The report's "Cost per new event" table puts
+// these beside the rounds' CPU and WAL per event.
 package main
 
 import (
@@ -56,6 +73,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/bench/snippetdb"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/pglocal"
 )
@@ -68,6 +86,7 @@ const (
 type options struct {
 	server, loadgen, snippet string
 	snippetNet, profserver   string
+	baseServer               string // phase 8's baseline receiver; "" for none
 	out                      string
 	command                  string
 	phases                   map[int]bool
@@ -83,6 +102,7 @@ type options struct {
 	redriveParallelism       int
 	keep, perf               bool
 	cost                     bool
+	lockSample               time.Duration
 	costTime                 time.Duration
 	profiles                 string
 }
@@ -119,8 +139,9 @@ func parseFlags(args []string) (options, error) {
 Measures the receiver against the copied snippet (net/http and Echo) and pgbench
 on a fresh durable PostgreSQL cluster and writes the report (-out). Phases: 1 new
 events, 2 replays, 3 steps with a 200 ms API, 4 growth to -rows rows, 5 memory and
-p99, 6 redriver drain, 7 new events through PgBouncer (transaction mode). The
-default run takes about 20 minutes; -quick about 4.
+p99, 6 redriver drain, 7 new events through PgBouncer (transaction mode), 8 a
+customer's burst (one customer's checkouts against a customer per checkout). The
+default run takes about 25 minutes; -quick about 5.
 
 Flags:
 `)
@@ -131,16 +152,17 @@ Flags:
 	fs.StringVar(&o.snippet, "snippet", "bin/snippet", "the Echo snippet's `binary` (bench/snippet)")
 	fs.StringVar(&o.snippetNet, "snippet-nethttp", "bin/snippet-nethttp", "the net/http snippet's `binary` (bench/snippet-nethttp), the headline baseline")
 	fs.StringVar(&o.profserver, "profserver", "bin/profserver", "the receiver with pprof (bench/cmd/profserver), for the cost windows")
+	fs.StringVar(&o.baseServer, "base-server", "", "a baseline build of the receiver (`binary`) that phases 1, 7 and 8 also run, on databases of its own that it migrates, in the same rounds: a before/after of a change")
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "report `file`")
 	fs.StringVar(&o.command, "command", "", "the command line the report says it was run with (default: $BENCH_COMMAND, set by scripts/bench.sh, else benchrun's own)")
-	phases := fs.String("phases", "1,2,3,4,5,6,7", "phases to run, comma-separated")
+	phases := fs.String("phases", "1,2,3,4,5,6,7,8", "phases to run, comma-separated")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke run: defaults "+quickText()+" (flags given explicitly win)")
-	fs.IntVar(&o.rounds, "rounds", 16, "rounds of phases 1, 2 and 4 (each round: one slot per side; phases 3 and 5 run half as many)")
+	fs.IntVar(&o.rounds, "rounds", 16, "rounds of phases 1, 2, 4, 7 and 8 (each round: one slot per side; phases 3 and 5 run half as many)")
 	fs.DurationVar(&o.slot, "slot", 2*time.Second, "measured time of one slot (pgbench: whole seconds)")
 	fs.DurationVar(&o.slotWarmup, "slot-warmup", 500*time.Millisecond, "loadgen's warm-up before each slot, not measured")
 	fs.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up of each server before a phase's rounds")
 	fs.DurationVar(&o.window, "window", 10*time.Second, "phase 5: the window at 256 in flight, and pgbench's run at the fixed rate")
-	fs.IntVar(&o.concurrency, "concurrency", 16, "concurrency of phases 1, 2 and 4: loadgen's workers, pgbench's clients, the pools (DB_MAX_CONNS)")
+	fs.IntVar(&o.concurrency, "concurrency", 16, "concurrency of phases 1, 2, 4, 7 and 8: loadgen's workers, pgbench's clients, the pools (DB_MAX_CONNS)")
 	fs.IntVar(&o.rows, "rows", 5_000_000, "phase 4: rows bulk-loaded into processed_events")
 	fs.StringVar(&o.growBody, "grow-body", "small", "phase 4: bodies of the bulk-loaded events: small (compact JSON) or full (real-size invoice bodies: much slower, many GB)")
 	fs.IntVar(&o.drainSteps, "drain-steps", 1000, "phase 6: fulfillment steps in each backlog")
@@ -151,6 +173,7 @@ Flags:
 	fs.BoolVar(&o.cost, "cost", true, "after phases 1 and 2: a cost window per server (round trips, allocations, CPU and allocation profiles)")
 	fs.DurationVar(&o.costTime, "cost-time", 6*time.Second, "measured time of each cost window (its profiles cover it)")
 	fs.StringVar(&o.profiles, "profiles", "var/bench-profiles", "`directory` for the cost windows' pprof profiles (go tool pprof FILE)")
+	fs.DurationVar(&o.lockSample, "lock-sample", 10*time.Millisecond, "how often pg_stat_activity is sampled in each measured slot for backends waiting for a lock (0: not sampled)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -169,8 +192,8 @@ Flags:
 	o.phases = map[int]bool{}
 	for _, f := range strings.Split(*phases, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > 7 {
-			return o, fmt.Errorf("-phases: %q is not a phase (1 to 7)", f)
+		if err != nil || n < 1 || n > 8 {
+			return o, fmt.Errorf("-phases: %q is not a phase (1 to 8)", f)
 		}
 		o.phases[n] = true
 	}
@@ -211,7 +234,8 @@ type bench struct {
 	pgbenchBin  string
 	cpu         cpuMeter
 	wal         *walMeter
-	invoiceBody string // what pgbench's (a) and (b) store
+	locks       *lockSampler // nil: not sampled
+	invoiceBody string       // what pgbench's (a) and (b) store
 	rep         *report
 	urls        map[string]string // tests: databases by name, instead of the cluster's
 }
@@ -230,6 +254,9 @@ func logf(format string, args ...any) {
 
 func run(ctx context.Context, o options) error {
 	bins := []string{o.server, o.loadgen, o.snippet, o.snippetNet}
+	if o.baseServer != "" {
+		bins = append(bins, o.baseServer)
+	}
 	if o.cost {
 		bins = append(bins, o.profserver)
 	}
@@ -292,13 +319,17 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	defer b.wal.close()
+	if b.locks, err = openLockSampler(ctx, b.cluster.URL("postgres"), o.lockSample); err != nil {
+		return err
+	}
+	defer b.locks.close()
 
 	// Phase 5 takes half of phase 1's peak; phase 4's bulk load comes last,
 	// so that its gigabytes do not sit in the cache of the other phases.
 	for _, ph := range []struct {
 		n int
 		f func(context.Context) error
-	}{{1, b.phase1}, {2, b.phase2}, {7, b.phase7}, {3, b.phase3}, {5, b.phase5}, {6, b.phase6}, {4, b.phase4}} {
+	}{{1, b.phase1}, {2, b.phase2}, {8, b.phase8}, {7, b.phase7}, {3, b.phase3}, {5, b.phase5}, {6, b.phase6}, {4, b.phase4}} {
 		if !o.phases[ph.n] {
 			continue
 		}
@@ -365,15 +396,35 @@ func (b *bench) setup(ctx context.Context) error {
 		b.rep.statements = true
 	}
 	// recv: the receiver in phases 1, 2 and 4 (the small table); nsnip,
-	// snip: the net/http and Echo snippets; pgb: pgbench's scripts; steps,
-	// mem, drain: phases 3, 5, 6; grown: phase 4's bulk load; precv, psnip:
-	// the receiver and the net/http snippet through PgBouncer (phase 7).
-	for _, name := range []string{"recv", "nsnip", "snip", "pgb", "steps", "mem", "drain", "grown", "precv", "psnip"} {
+	// snip: the net/http and Echo snippets, on their own tables; nsnipr:
+	// the net/http snippet on the receiver's; pgb: pgbench's scripts of the
+	// receiver's SQL, pgbsnip: of the snippet's, on its tables; steps, mem,
+	// drain: phases 3, 5, 6; grown: phase 4's bulk load; precv, psnip: the
+	// receiver and the net/http snippet through PgBouncer (phase 7);
+	// burst, bsnip: the receiver and the net/http snippet in phase 8,
+	// brecv, bprecv, bburst: the baseline receiver (-base-server) of phases
+	// 1, 7 and 8, which migrates them.
+	for _, d := range []struct {
+		name string
+		as   string // "receiver": migrated; "snippet": the snippet's tables; "": empty, the snippet makes its tables
+	}{
+		{"recv", "receiver"}, {"nsnip", ""}, {"snip", ""}, {"nsnipr", "receiver"}, {"pgb", "receiver"},
+		{"pgbsnip", "snippet"}, {"steps", "receiver"}, {"mem", "receiver"}, {"drain", "receiver"},
+		{"grown", "receiver"}, {"precv", "receiver"}, {"psnip", ""}, {"burst", "receiver"}, {"bsnip", ""}, {"bburst", ""}, {"brecv", ""}, {"bprecv", ""},
+	} {
+		name := d.name
 		if err := b.cluster.CreateDatabase(ctx, name); err != nil {
 			return err
 		}
-		if err := db.Migrate(b.url(name)); err != nil {
-			return fmt.Errorf("migrate %s: %w", name, err)
+		switch d.as {
+		case "receiver":
+			if err := db.Migrate(b.url(name)); err != nil {
+				return fmt.Errorf("migrate %s: %w", name, err)
+			}
+		case "snippet":
+			if err := b.exec(ctx, name, snippetdb.Schema); err != nil {
+				return err
+			}
 		}
 		if avail {
 			if err := b.exec(ctx, name, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {

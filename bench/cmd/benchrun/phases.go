@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,29 +20,56 @@ import (
 
 // Side names, as the report shows them.
 const (
-	sRecv    = "receiver"
-	sRecv2   = "receiver′"
-	sNet     = "snippet (net/http)"
-	sSnip    = "snippet (Echo)"
-	sPgA     = "pgbench (a)"
-	sPgB     = "pgbench (b)"
-	sPgC     = "pgbench (c)"
-	sPgC1    = "pgbench (c1)"
-	sBase    = "receiver, small table"
-	sBase2   = "receiver, small table′"
-	sGrown   = "receiver, grown table"
-	stepsAPI = 200 * time.Millisecond // the fake fulfillment API's answer time
+	sRecv     = "receiver"
+	sRecv2    = "receiver′"
+	sNet      = "snippet (net/http)"
+	sNetR     = "snippet (net/http), receiver's schema"
+	sSnip     = "snippet (Echo)"
+	sPgA      = "pgbench (a) = P"
+	sPgB      = "pgbench (b)"
+	sPgC      = "pgbench (c)"
+	sPgC1     = "pgbench (c1)"
+	sPgC1One  = "pgbench (c1), 1 client"
+	sBase     = "receiver, small table"
+	sBase2    = "receiver, small table′"
+	sGrown    = "receiver, grown table"
+	sBurstAll = "receiver, a customer per checkout"
+	sBurstOne = "receiver, one customer"
+	sBurst1b  = "receiver, one customer′"
+	sBurstFew = "receiver, 4 customers"
+	sBurstNet = "snippet (net/http), the same events"
+	sPgAX     = "pgbench (a), unprepared"
+	sPgC1X    = "pgbench (c1), unprepared"
+	sBase1    = "baseline"
+	sBaseAll  = "baseline, a customer per checkout"
+	sBaseOne  = "baseline, one customer"
+	stepsAPI  = 200 * time.Millisecond // the fake fulfillment API's answer time
 )
 
-// phase1Scripts are phase 1's pgbench sides, in the order they are listed.
+// burstFew is the handful of customers of phase 8's third side.
+const burstFew = 4
+
+// phase1Scripts are phase 1's pgbench sides, in the order they are listed:
+// at the phases' concurrency, but for (c1)'s one client beside it.
 var phase1Scripts = []struct {
-	side   string
-	script pgbench.Script
+	side    string
+	script  pgbench.Script
+	clients int // 0: -concurrency
 }{
-	{sPgC1, pgbench.SnippetNewTx},
-	{sPgA, pgbench.ReceiverNew},
-	{sPgB, pgbench.MinimalNew},
-	{sPgC, pgbench.SnippetNew},
+	{sPgC1, pgbench.SnippetNewTx, 0},
+	{sPgC1One, pgbench.SnippetNewTx, 1},
+	{sPgA, pgbench.ReceiverNew, 0},
+	{sPgB, pgbench.MinimalNew, 0},
+	{sPgC, pgbench.SnippetNew, 0},
+}
+
+// pgbenchDB is the database script runs on: the snippet's tables or the
+// receiver's schema.
+func pgbenchDB(sc pgbench.Script) string {
+	if sc.Snippet {
+		return "pgbsnip"
+	}
+	return "pgb"
 }
 
 // absRounds is the rounds of the phases that measure the receiver alone
@@ -59,12 +87,12 @@ func (b *bench) warm(ctx context.Context, s *server, a loadArgs) error {
 }
 
 // phase1: new invoice.created events (database only). The receiver, the
-// two snippets and pgbench's four scripts alternate; the receiver runs twice
-// per round for the A/A control. Then the cost windows of the three
-// servers.
+// snippets and pgbench's scripts alternate; the receiver runs twice per
+// round for the A/A control. Then the cost windows of the three servers,
+// and pgbench's (a) and (c1) once more, alone, for their flushes per commit.
 func (b *bench) phase1(ctx context.Context) error {
 	c := b.o.concurrency
-	logf("phase 1: new invoice.created events at concurrency %d: receiver, snippet (net/http), snippet (Echo), pgbench (c1) (a) (b) (c); %d rounds of %s slots", c, b.o.rounds, b.o.slot)
+	logf("phase 1: new invoice.created events at concurrency %d: receiver, snippet (net/http) on its tables and on the receiver's, snippet (Echo), pgbench (c1) at %d clients and at 1, (a) (b) (c); %d rounds of %s slots", c, c, b.o.rounds, b.o.slot)
 	recv, err := b.startReceiver(ctx, "receiver", "recv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
 	if err != nil {
 		return err
@@ -75,27 +103,45 @@ func (b *bench) phase1(ctx context.Context) error {
 		return err
 	}
 	defer net.stop()
+	netR, err := b.startSnippet(ctx, sNetR, b.o.snippetNet, b.url("nsnipr"), c)
+	if err != nil {
+		return err
+	}
+	defer netR.stop()
 	snip, err := b.startSnippet(ctx, sSnip, b.o.snippet, b.url("snip"), c)
 	if err != nil {
 		return err
 	}
 	defer snip.stop()
 	a := loadArgs{event: "invoice", concurrency: c}
-	for _, s := range []*server{recv, net, snip} {
+	for _, s := range []*server{recv, net, netR, snip} {
 		if err := b.warm(ctx, s, a); err != nil {
 			return err
 		}
 	}
-	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sSnip, snip, a), b.loadSide(sRecv2, recv, a)}
+	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sNetR, netR, a), b.loadSide(sSnip, snip, a),
+		b.loadSide(sRecv2, recv, a)}
+	if b.o.baseServer != "" {
+		base, err := b.startBase(ctx, "baseline", "brecv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+		if err != nil {
+			return err
+		}
+		defer base.stop()
+		if err := b.warm(ctx, base, a); err != nil {
+			return err
+		}
+		sides = append(sides, b.loadSide(sBase1, base, a))
+	}
 	for _, p := range phase1Scripts {
-		if _, err := b.pgbench(ctx, "pgb", p.script, c, 2*time.Second); err != nil {
+		clients := cmp.Or(p.clients, c)
+		if _, err := b.pgbench(ctx, pgbenchDB(p.script), p.script, clients, 2*time.Second); err != nil {
 			return err
 		}
 		sides = append(sides, side{p.side, func(ctx context.Context) (sample, error) {
-			return b.pgbench(ctx, "pgb", p.script, c, b.o.slot)
+			return b.pgbench(ctx, pgbenchDB(p.script), p.script, clients, b.o.slot)
 		}})
 	}
-	b.resetStatements(ctx, "recv", "nsnip", "snip")
+	b.resetStatements(ctx, "recv", "nsnip", "nsnipr", "snip")
 	var perfDone func() string
 	if b.o.perf {
 		perfDone = startPerf(recv.pid, filepath.Join(b.tmp, "perf-phase1"))
@@ -105,18 +151,88 @@ func (b *bench) phase1(ctx context.Context) error {
 		b.rep.perf = perfDone()
 	}
 	b.keepStatements(ctx, "1 receiver (database recv)", "recv")
-	b.keepStatements(ctx, "1 snippet, net/http (database nsnip)", "nsnip")
-	b.keepStatements(ctx, "1 snippet, Echo (database snip)", "snip")
+	b.keepStatements(ctx, "1 snippet, net/http (database nsnip, its own tables)", "nsnip")
+	b.keepStatements(ctx, "1 snippet, net/http, on the receiver's schema (database nsnipr)", "nsnipr")
+	b.keepStatements(ctx, "1 snippet, Echo (database snip, its own tables)", "snip")
 	if err != nil || !b.o.cost {
 		return err
 	}
-	for _, s := range []*server{recv, net, snip} {
+	for _, s := range []*server{recv, net, netR, snip} {
 		s.stop()
 	}
 	b.rep.cost1 = b.costWindows(ctx, "1", []costSpec{
 		{sRecv, kindReceiver, "recv", a}, {sNet, kindNet, "nsnip", a}, {sSnip, kindEcho, "snip", a},
 	})
+	for _, p := range []struct {
+		side   string
+		script pgbench.Script
+	}{{sPgA, pgbench.ReceiverNew}, {sPgC1, pgbench.SnippetNewTx}} {
+		db := pgbenchDB(p.script)
+		g, err := b.pgbenchFlushes(ctx, p.side, db, func(ctx context.Context) (sample, error) {
+			return b.pgbench(ctx, db, p.script, c, b.o.costTime)
+		})
+		if err != nil {
+			logf("  1 flushes %-30s failed: %v", p.side, err)
+			continue
+		}
+		logf("  1 flushes %-30s %d transactions, %d commits, %d WAL flushes: %.2f per commit", p.side, g.deliveries, g.commits, g.flushes, g.perCommit())
+		b.rep.flushes1 = append(b.rep.flushes1, g)
+	}
 	return nil
+}
+
+// phase8: a customer's burst. loadgen sends the seven events of each
+// Checkout of a subscription in turn (-event burst), every event naming the
+// checkout's customer: to the receiver with a customer of its own per
+// checkout, with every checkout one customer's (twice per round, the A/A
+// control), with every checkout one of a handful of customers', and to the
+// net/http snippet (which claims every event and inserts the invoices of
+// invoice.created and .finalized).
+func (b *bench) phase8(ctx context.Context) error {
+	c := b.o.concurrency
+	logf("phase 8: a customer's burst (the seven events of each checkout) at concurrency %d: receiver with a customer per checkout, with one customer, with %d customers, snippet (net/http); %d rounds", c, burstFew, b.o.rounds)
+	recv, err := b.startReceiver(ctx, "receiver (burst)", "burst", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+	if err != nil {
+		return err
+	}
+	defer recv.stop()
+	net, err := b.startSnippet(ctx, sNet+" (burst)", b.o.snippetNet, b.url("bsnip"), c)
+	if err != nil {
+		return err
+	}
+	defer net.stop()
+	all := loadArgs{event: "burst", concurrency: c}
+	one := loadArgs{event: "burst", concurrency: c, customers: 1}
+	few := loadArgs{event: "burst", concurrency: c, customers: burstFew}
+	warm := []struct {
+		s *server
+		a loadArgs
+	}{{recv, all}, {recv, one}, {recv, few}, {net, all}}
+	sides := []side{
+		b.loadSide(sBurstAll, recv, all), b.loadSide(sBurstOne, recv, one), b.loadSide(sBurstFew, recv, few),
+		b.loadSide(sBurstNet, net, all), b.loadSide(sBurst1b, recv, one),
+	}
+	if b.o.baseServer != "" {
+		base, err := b.startBase(ctx, "baseline (burst)", "bburst", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+		if err != nil {
+			return err
+		}
+		defer base.stop()
+		warm = append(warm, []struct {
+			s *server
+			a loadArgs
+		}{{base, all}, {base, one}}...)
+		sides = append(sides, b.loadSide(sBaseAll, base, all), b.loadSide(sBaseOne, base, one))
+	}
+	for _, w := range warm {
+		if err := b.warm(ctx, w.s, w.a); err != nil {
+			return err
+		}
+	}
+	b.resetStatements(ctx, "burst")
+	b.rep.p8, err = b.alternate(ctx, "8", b.o.rounds, sides)
+	b.keepStatements(ctx, "8 receiver: a customer's burst (database burst)", "burst")
+	return err
 }
 
 // phase2: replays of finished events: the receiver against the snippets'
@@ -175,10 +291,11 @@ func (b *bench) phase2(ctx context.Context) error {
 // phase7: new invoice.created events through a PgBouncer in transaction
 // mode (pool size -concurrency per database): the receiver against the
 // net/http snippet, both through the same pooler, the receiver twice per
-// round for the A/A control.
+// round for the A/A control; and pgbench's (a) and (c1) through it in the
+// extended protocol, nothing prepared, as PgBouncer 1.18 requires.
 func (b *bench) phase7(ctx context.Context) error {
 	c := b.o.concurrency
-	logf("phase 7: new invoice.created events through PgBouncer (transaction mode) at concurrency %d: receiver, snippet (net/http); %d rounds", c, b.o.rounds)
+	logf("phase 7: new invoice.created events through PgBouncer (transaction mode) at concurrency %d: receiver, snippet (net/http), pgbench (a) and (c1) unprepared; %d rounds", c, b.o.rounds)
 	logFile, err := os.Create(filepath.Join(b.tmp, "pgbouncer.log"))
 	if err != nil {
 		return err
@@ -222,10 +339,38 @@ func (b *bench) phase7(ctx context.Context) error {
 			return err
 		}
 	}
+	// pgbench through the same pooler, in the extended protocol's unnamed
+	// statements (-M extended): what PostgreSQL does with the receiver's
+	// and the snippet's SQL when nothing can be prepared.
+	sides := []side{b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sRecv2, recv, a)}
+	if b.o.baseServer != "" {
+		base, err := b.startBase(ctx, "baseline (PgBouncer)", "bprecv", map[string]string{
+			"DATABASE_URL": bouncer.PlainURL("bprecv"), "DATABASE_POOLER": "transaction",
+			"DATABASE_SESSION_URL": b.url("bprecv"), "DB_MAX_CONNS": strconv.Itoa(c),
+		})
+		if err != nil {
+			return err
+		}
+		defer base.stop()
+		if err := b.warm(ctx, base, a); err != nil {
+			return err
+		}
+		sides = append(sides, b.loadSide(sBase1, base, a))
+	}
+	for _, p := range []struct {
+		side   string
+		script pgbench.Script
+	}{{sPgAX, pgbench.ReceiverNew}, {sPgC1X, pgbench.SnippetNewTx}} {
+		url := bouncer.PlainURL(pgbenchDB(p.script))
+		if _, err := b.pgbenchOn(ctx, url, "extended", p.script, c, 2*time.Second); err != nil {
+			return err
+		}
+		sides = append(sides, side{p.side, func(ctx context.Context) (sample, error) {
+			return b.pgbenchOn(ctx, url, "extended", p.script, c, b.o.slot)
+		}})
+	}
 	b.resetStatements(ctx, "precv", "psnip")
-	b.rep.p7, err = b.alternate(ctx, "7", b.o.rounds, []side{
-		b.loadSide(sRecv, recv, a), b.loadSide(sNet, net, a), b.loadSide(sRecv2, recv, a),
-	})
+	b.rep.p7, err = b.alternate(ctx, "7", b.o.rounds, sides)
 	b.keepStatements(ctx, "7 receiver through PgBouncer (database precv)", "precv")
 	b.keepStatements(ctx, "7 snippet, net/http, through PgBouncer (database psnip)", "psnip")
 	return err
@@ -641,3 +786,17 @@ ORDER BY total_exec_time DESC LIMIT 10`)
 }
 
 type stmtBlock struct{ title, table string }
+
+// startBase starts the baseline build (-base-server) as the receiver is
+// started, on dbname, which it migrates itself at start-up (its migrations
+// may be older than this build's).
+func (b *bench) startBase(ctx context.Context, name, dbname string, env map[string]string) (*server, error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	cmd := exec.Command(b.o.baseServer)
+	cmd.Env = b.receiverEnv(dbname, addr, env)
+	return b.startServer(ctx, name, addr, cmd)
+}

@@ -169,6 +169,7 @@ type loadArgs struct {
 	pool        int
 	seed        uint64
 	prime       int
+	customers   int           // loadgen -customers
 	warmup      time.Duration // loadgen's own warm-up, not measured
 
 	// Called when loadgen's measured window starts and ends (the cost
@@ -207,6 +208,9 @@ func (b *bench) loadgen(ctx context.Context, s *server, a loadArgs, d time.Durat
 	if a.prime > 0 {
 		args = append(args, "-prime", strconv.Itoa(a.prime))
 	}
+	if a.customers > 0 {
+		args = append(args, "-customers", strconv.Itoa(a.customers))
+	}
 	if a.warmup > 0 {
 		args = append(args, "-warmup", a.warmup.String())
 	}
@@ -223,11 +227,13 @@ func (b *bench) loadgen(ctx context.Context, s *server, a loadArgs, d time.Durat
 	var s0, s1 cpuSnap
 	var w0, w1 uint64
 	var w0ok, w1ok bool
+	var locks lockWaits
 	var other []string
 	sc := bufio.NewScanner(stderr)
 	for sc.Scan() {
 		switch line := sc.Text(); line {
 		case "loadgen: measuring":
+			b.locks.start()
 			w0, w0ok = b.wal.lsn()
 			s0 = b.cpu.snap(s.pid)
 			if a.onMeasuring != nil {
@@ -236,6 +242,7 @@ func (b *bench) loadgen(ctx context.Context, s *server, a loadArgs, d time.Durat
 		case "loadgen: measured":
 			s1 = b.cpu.snap(s.pid)
 			w1, w1ok = b.wal.lsn()
+			locks = b.locks.finish()
 			if a.onMeasured != nil {
 				a.onMeasured()
 			}
@@ -251,7 +258,7 @@ func (b *bench) loadgen(ctx context.Context, s *server, a loadArgs, d time.Durat
 		return sample{}, fmt.Errorf("loadgen report: %w", err)
 	}
 	smp := sample{n: r.Deliveries, ok: r.OK, secs: r.Seconds, lat: r.LatencyMS, bodyBytes: r.BodyBytes,
-		status: r.Status, errors: r.Errors, dropped: r.Dropped, wal: walSpan(w0, w1, w0ok, w1ok)}
+		status: r.Status, errors: r.Errors, dropped: r.Dropped, wal: walSpan(w0, w1, w0ok, w1ok), locks: locks}
 	if r.Seconds > 0 {
 		smp.rate = float64(r.OK) / r.Seconds
 	}
@@ -281,16 +288,18 @@ var (
 	latRe  = regexp.MustCompile(`latency average = ([0-9.]+) ms`)
 )
 
-// pgbenchArgs is pgbench's command line for script on dbname; extra goes
-// before the connection's arguments.
-func (b *bench) pgbenchArgs(dbname string, sc pgbench.Script, clients int, d time.Duration, body string, extra ...string) []string {
-	args := []string{"-n", "-M", "prepared", "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, runtime.NumCPU())),
+// pgbenchArgs is pgbench's command line for script on the database at url
+// in query mode (prepared, as pgx runs statements; extended, the unnamed
+// statements a transaction-mode PgBouncer 1.18 allows); extra goes before
+// the connection's arguments.
+func (b *bench) pgbenchArgs(url, mode string, sc pgbench.Script, clients int, d time.Duration, body string, extra ...string) []string {
+	args := []string{"-n", "-M", mode, "-c", strconv.Itoa(clients), "-j", strconv.Itoa(min(clients, runtime.NumCPU())),
 		"-T", strconv.Itoa(max(1, int(d.Round(time.Second)/time.Second))), "-f", b.scriptPath(sc)}
 	if sc.Body {
 		args = append(args, "-D", "body="+body)
 	}
 	args = append(args, extra...)
-	return append(args, b.url(dbname))
+	return append(args, url)
 }
 
 // scriptPath writes the script where pgbench reads it, once.
@@ -306,11 +315,19 @@ func (b *bench) scriptPath(sc pgbench.Script) string {
 // it: tps without connection time, and the CPU of pgbench and of the
 // cluster over the run.
 func (b *bench) pgbench(ctx context.Context, dbname string, sc pgbench.Script, clients int, d time.Duration) (sample, error) {
-	args := b.pgbenchArgs(dbname, sc, clients, d, b.invoiceBody)
+	return b.pgbenchOn(ctx, b.url(dbname), "prepared", sc, clients, d)
+}
+
+// pgbenchOn is pgbench on the database at url (through a pooler, say) in
+// query mode mode.
+func (b *bench) pgbenchOn(ctx context.Context, url, mode string, sc pgbench.Script, clients int, d time.Duration) (sample, error) {
+	args := b.pgbenchArgs(url, mode, sc, clients, d, b.invoiceBody)
 	cmd := exec.CommandContext(ctx, b.pgbenchBin, args...)
+	b.locks.start()
 	w0, w0ok := b.wal.lsn()
 	s0 := b.cpu.snap(0)
 	out, err := cmd.CombinedOutput()
+	locks := b.locks.finish()
 	// Backends exit once pgbench has hung up: let the postmaster reap them,
 	// so that their last CPU lands in this window.
 	time.Sleep(30 * time.Millisecond)
@@ -319,7 +336,7 @@ func (b *bench) pgbench(ctx context.Context, dbname string, sc pgbench.Script, c
 	if err != nil {
 		return sample{}, fmt.Errorf("pgbench %s: %w\n%s", sc.File, err, out)
 	}
-	res := sample{pgbench: true, cpu: between(s0, s1), wal: walSpan(w0, w1, w0ok, w1ok)}
+	res := sample{pgbench: true, cpu: between(s0, s1), wal: walSpan(w0, w1, w0ok, w1ok), locks: locks}
 	res.cpu.Client = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 	if mn := txnsRe.FindSubmatch(out); mn != nil {
 		res.n, _ = strconv.Atoi(string(mn[1]))
@@ -350,7 +367,7 @@ func (b *bench) pgbench(ctx context.Context, dbname string, sc pgbench.Script, c
 // per-transaction log).
 func (b *bench) pgbenchRateP99(ctx context.Context, dbname string, sc pgbench.Script, clients int, rate float64, d time.Duration) (float64, error) {
 	prefix := filepath.Join(b.tmp, "ratelog")
-	args := b.pgbenchArgs(dbname, sc, clients, d, b.invoiceBody,
+	args := b.pgbenchArgs(b.url(dbname), "prepared", sc, clients, d, b.invoiceBody,
 		"-R", strconv.FormatFloat(rate, 'f', 1, 64), "-l", "--log-prefix", prefix)
 	cmd := exec.CommandContext(ctx, b.pgbenchBin, args...)
 	cmd.Dir = b.tmp

@@ -30,6 +30,7 @@ type sample struct {
 	pgbench   bool
 	wal       float64 // WAL bytes the cluster wrote over the slot; -1 unknown (totals: over walN deliveries)
 	walN      int
+	locks     lockWaits // the lock sampler's, over the measured window
 }
 
 type latency struct{ P50, P90, P99, Max float64 }
@@ -168,6 +169,7 @@ func totals(xs []sample) sample {
 		t.secs += x.secs
 		t.cpu = t.cpu.add(x.cpu)
 		t.dropped += x.dropped
+		t.locks = t.locks.add(x.locks)
 		bodies += x.bodyBytes * float64(x.n)
 		if x.wal >= 0 && x.n > 0 {
 			t.wal += x.wal

@@ -87,6 +87,10 @@ func TestTargetVerdicts(t *testing.T) {
 	if !tg.met() {
 		t.Error("0.5 ≤ 1 not met")
 	}
+	tg = target{ratio: summarize([]float64{0.99}), aa: summarize([]float64{0.95, 1.0, 1.05}), info: true}
+	if tg.withinNoise() {
+		t.Error("an informative ratio judged against a threshold")
+	}
 }
 
 func TestQuickDefaults(t *testing.T) {
@@ -97,8 +101,11 @@ func TestQuickDefaults(t *testing.T) {
 	if o.rounds != 5 || o.slot != time.Second || o.rows != 200000 || !o.phases[1] || !o.phases[4] || o.phases[2] {
 		t.Errorf("%+v", o)
 	}
-	if _, err := parseFlags([]string{"-phases", "8"}); err == nil {
-		t.Error("-phases 8 accepted")
+	if _, err := parseFlags([]string{"-phases", "9"}); err == nil {
+		t.Error("-phases 9 accepted")
+	}
+	if o, err := parseFlags([]string{"-phases", "8"}); err != nil || !o.phases[8] {
+		t.Errorf("-phases 8: %v", err)
 	}
 	if _, err := parseFlags([]string{"-slot", "500ms"}); err == nil {
 		t.Error("-slot 500ms accepted")
