@@ -169,7 +169,7 @@ func TestEventsReplay(t *testing.T) {
 		if err != nil || !strings.Contains(out, "evt_bad: processed") || !strings.Contains(stderr, "1 parked event received") {
 			t.Fatalf("replay --parked: %q %q %v", out, stderr, err)
 		}
-		if n := r.API.CountByKey(fulfillmentKey("evt_bad/fulfillment")); n != 2 {
+		if n := r.API.CountByKey(fulfillmentKey("order:stripe:cs_bad/fulfillment")); n != 2 {
 			t.Errorf("fulfillment calls for evt_bad = %d, want 2 (the refused one and the replay)", n)
 		}
 		if n := r.Count(t, `SELECT count(*) FROM processed_events WHERE event_key LIKE 'evt_bad%' AND status <> 'done'`); n != 0 {

@@ -364,7 +364,7 @@ func TestCSRF(t *testing.T) {
 	c := newConsole(t)
 	world(t, c)
 	b := c.browser(t)
-	fulfil := func() int { return c.API.CountByKey(fulfillment.IdempotencyKey("evt_bad/fulfillment")) }
+	fulfil := func() int { return c.API.CountByKey(fulfillment.IdempotencyKey("order:stripe:cs_bad/fulfillment")) }
 	before, calls := c.Steps(t, "evt_bad"), fulfil()
 	unchanged := func(t *testing.T) {
 		t.Helper()
@@ -582,7 +582,7 @@ func TestEventPage(t *testing.T) {
 		mustContain(t, "event page",
 			res, `id="state">parked<`, `id="api-version">2023-10-16<`,
 			`Why step fulfillment was parked`, "422",
-			"fulfillment", fulfillment.IdempotencyKey("evt_bad/fulfillment"),
+			"fulfillment", fulfillment.IdempotencyKey("order:stripe:cs_bad/fulfillment"),
 			"email.confirmation", "Message-ID", "@example.test&gt;",
 			"cs_bad", "written by this event", "25.00 USD",
 			`&#34;payment_status&#34;: &#34;paid&#34;`, // pretty-printed, escaped
@@ -748,7 +748,7 @@ func TestReplay(t *testing.T) {
 	if len(after) != len(before) {
 		t.Errorf("the replay added or removed rows: %d → %d", len(before), len(after))
 	}
-	key := fulfillment.IdempotencyKey("evt_bad/fulfillment")
+	key := fulfillment.IdempotencyKey("order:stripe:cs_bad/fulfillment")
 	if n := c.API.CountByKey(key); n != 2 { // the refused call, then the replay's
 		t.Errorf("fulfillment calls with the step's Idempotency-Key: %d, want 2", n)
 	}

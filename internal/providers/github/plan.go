@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/sales"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -22,7 +22,7 @@ const (
 // Step names of GitHub events. Each is one claim under its own lease.
 const (
 	StepWelcomeEmail      = "email.welcome"
-	StepFulfillment       = "fulfillment"
+	StepFulfillment       = sales.StepFulfillment
 	StepCancellationEmail = "email.cancellation"
 	StepNoticeEmail       = "email.notice"
 )
@@ -140,8 +140,10 @@ func (p *Provider) marketplacePurchase(ev *webhooks.Event, pl *webhooks.Plan) er
 		// cancellation; never one this event made already (another hook's
 		// copy), nor one whose last event is newer.
 		orders.Upsert(pl, o, pos, orders.StatusCancelled)
+		// Each purchase of the account is a sale of its own: one after a
+		// cancellation is told by its effective date.
 		cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaid)
-		pl.StepIf(mail.Step(StepWelcomeEmail, mail.Email{
+		sales.Plan(pl, sales.Sale{EmailStep: StepWelcomeEmail, Again: at.UTC().Format(time.RFC3339), Email: mail.Email{
 			Template: "marketplace_welcome", To: o.CustomerEmail, Notify: p.notify,
 			Data: map[string]any{
 				"Account":      mp.Account.Login,
@@ -150,8 +152,7 @@ func (p *Provider) marketplacePurchase(ev *webhooks.Event, pl *webhooks.Plan) er
 				"Currency":     o.Currency,
 				"BillingCycle": strings.ToLower(mp.BillingCycle),
 			},
-		}), cond, args...)
-		pl.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+		}}, cond, args...)
 	case "changed":
 		orders.SetPlan(pl, o.Source, o.ExternalID, o.Plan, o.AmountCents, pos)
 	case "cancelled":
@@ -294,8 +295,8 @@ func (p *Provider) sponsorship(ev *webhooks.Event, pl *webhooks.Plan) error {
 	if action == "created" {
 		orders.Create(pl, o, pos)
 		cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaid)
-		pl.StepIf(mail.Step(StepNoticeEmail, mail.Email{Template: "sponsorship_created", Notify: p.notify, Data: data}),
-			cond, args...)
+		sales.Plan(pl, sales.Sale{EmailStep: StepNoticeEmail, NoFulfillment: true,
+			Email: mail.Email{Template: "sponsorship_created", Notify: p.notify, Data: data}}, cond, args...)
 		return nil
 	}
 	orders.Transition(pl, o.Source, o.ExternalID, orders.StatusPaid, orders.StatusCancelled, pos)

@@ -7,17 +7,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/sales"
 	"github.com/paywebhooks/receiver/internal/subscriptions"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Step names of Paddle events. Each is one claim under its own lease.
 const (
-	StepConfirmationEmail  = "email.confirmation"
-	StepFulfillment        = "fulfillment"
+	StepConfirmationEmail  = sales.StepConfirmation
+	StepFulfillment        = sales.StepFulfillment
 	StepPaymentFailedEmail = "email.payment_failed"
 	StepRefundEmail        = "email.refund"
 )
@@ -144,11 +144,12 @@ func transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) er
 		CustomerEmail:   tx.Email,
 	}
 	orders.Create(plan, o, orders.Position{})
-	cond, args := orders.Changed(Source, tx.ID, orders.Sold...)
+	var sale sales.Sale
 	if tx.Email != "" {
-		plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation", To: tx.Email}), cond, args...)
+		sale.Email = mail.Email{Template: "order_confirmation", To: tx.Email}
 	}
-	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+	cond, args := orders.Changed(Source, tx.ID, orders.Sold...)
+	sales.Plan(plan, sale, cond, args...)
 	return nil
 }
 
@@ -233,18 +234,10 @@ func adjustment(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error 
 	cond, args := orders.RefundCounted(ev.ID)
 	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund",
 		Data: map[string]any{"PaymentIntentID": d.TransactionID, "AmountRefunded": total, "Currency": currency}}),
-		withAddress(cond), args...)
+		sales.WithAddress(cond), args...)
 	cond, args = orders.RestoredSale(d.TransactionID)
-	plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation"}), withAddress(cond), args...)
-	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation"}, OnlyWithAddress: true}, cond, args...)
 	return nil
-}
-
-// withAddress narrows a condition that puts an order in the step's payload
-// (orders.Changed, orders.RefundCounted) to an order with an email
-// address.
-func withAddress(cond string) string {
-	return `SELECT c.patch FROM (` + cond + `) AS c(patch) WHERE c.patch -> 'order' ->> 'customer_email' <> ''`
 }
 
 // --- paddle_payment_failures (migrations/000006) ---

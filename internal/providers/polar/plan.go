@@ -5,17 +5,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
+	"github.com/paywebhooks/receiver/internal/sales"
 	"github.com/paywebhooks/receiver/internal/subscriptions"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Step names of Polar events. Each is one claim under its own lease.
 const (
-	StepConfirmationEmail = "email.confirmation"
-	StepFulfillment       = "fulfillment"
+	StepConfirmationEmail = sales.StepConfirmation
+	StepFulfillment       = sales.StepFulfillment
 	StepRefundEmail       = "email.refund"
 )
 
@@ -110,11 +110,12 @@ func orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 		Currency:        o.Currency,
 		CustomerEmail:   o.Email,
 	}, orders.Position{})
-	cond, args := orders.Changed(Source, o.ID, orders.Sold...)
+	var sale sales.Sale
 	if o.Email != "" {
-		plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation", To: o.Email}), cond, args...)
+		sale.Email = mail.Email{Template: "order_confirmation", To: o.Email}
 	}
-	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+	cond, args := orders.Changed(Source, o.ID, orders.Sold...)
+	sales.Plan(plan, sale, cond, args...)
 	return nil
 }
 
@@ -143,18 +144,12 @@ func orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	})
 	cond, args := orders.RefundRecorded(ev.ID)
 	if o.Email == "" {
-		cond = withAddress(cond)
+		cond = sales.WithAddress(cond)
 	}
 	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: o.Email, Data: map[string]any{
 		"PaymentIntentID": o.ID, "TotalRefunded": refunded, "AmountCents": o.AmountCents, "Currency": o.Currency}}),
 		cond, args...)
 	return nil
-}
-
-// withAddress narrows a condition that puts an order in the step's payload
-// (orders.RefundRecorded) to an order with an email address.
-func withAddress(cond string) string {
-	return `SELECT c.patch FROM (` + cond + `) AS c(patch) WHERE c.patch -> 'order' ->> 'customer_email' <> ''`
 }
 
 // subscription applies a subscription.* event: the subscription takes the

@@ -6,18 +6,18 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/customers"
 	"github.com/paywebhooks/receiver/internal/disputes"
-	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/invoices"
+	"github.com/paywebhooks/receiver/internal/sales"
 	"github.com/paywebhooks/receiver/internal/subscriptions"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Step names of Stripe events. Each is one claim under its own lease.
 const (
-	StepConfirmationEmail      = "email.confirmation"
-	StepFulfillment            = "fulfillment"
+	StepConfirmationEmail      = sales.StepConfirmation
+	StepFulfillment            = sales.StepFulfillment
 	StepPaymentFailedEmail     = "email.payment_failed"
 	StepReceiptEmail           = "email.receipt"
 	StepDunningEmail           = "email.dunning"
@@ -193,15 +193,15 @@ func remember(plan *webhooks.Plan, ev *webhooks.Event, a meta, customerID, email
 		EventID: ev.ID, At: a.At})
 }
 
-// paidSteps plans the steps of an order that this event has just paid: the
-// confirmation and the fulfillment call, each on the condition that the
-// transaction left the order paid (or partially refunded: a partial refund
-// that arrived first leaves the sale standing). An order that starts
-// refunded in full (its refund arrived first) gets neither.
+// paidSteps plans what the sale of an order that this event has just paid
+// sets off (sales.Plan: the confirmation and the fulfillment call), on the
+// condition that the transaction left the order paid (or partially
+// refunded: a partial refund that arrived first leaves the sale standing).
+// An order that starts refunded in full (its refund arrived first) gets
+// neither.
 func paidSteps(plan *webhooks.Plan, o orders.Order) {
 	cond, args := orders.Changed(o.Source, o.ExternalID, orders.Sold...)
-	plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation", To: o.CustomerEmail}), cond, args...)
-	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation", To: o.CustomerEmail}}, cond, args...)
 }
 
 func checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
@@ -392,8 +392,7 @@ func refund(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 		At:              at,
 	})
 	cond, args := orders.RestoredSale(string(re.PaymentIntent))
-	plan.StepIf(mail.Step(StepConfirmationEmail, mail.Email{Template: "order_confirmation"}), cond, args...)
-	plan.StepIf(fulfillment.Step(StepFulfillment), cond, args...)
+	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation"}}, cond, args...)
 	return nil
 }
 
