@@ -178,6 +178,7 @@ func (k WebhookKind) Run(ctx context.Context, key string, payload json.RawMessag
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 256))
 	if resp.StatusCode/100 == 2 {
+		webhooks.Answered(ctx, resp.StatusCode)
 		return nil
 	}
 	perm := resp.StatusCode/100 == 4 && resp.StatusCode != http.StatusRequestTimeout &&

@@ -35,7 +35,7 @@ func attemptViews(history []ops.Attempt) []attemptView {
 			v.Answer = strconv.Itoa(a.Status)
 		case a.Outcome == string(webhooks.AttemptDone):
 			v.Answer = "accepted"
-			v.AnswerNote = "the other side accepted it (HTTP 2xx or 409, SMTP 250); the code of a success is not recorded"
+			v.AnswerNote = "the other side accepted it; its code was not recorded (an attempt made before codes of successes were)"
 		case a.Outcome == string(webhooks.AttemptFailed), a.Outcome == string(webhooks.AttemptParked):
 			v.AnswerNote = "no answer: the failure came before one"
 		}

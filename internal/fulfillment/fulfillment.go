@@ -39,6 +39,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/telemetry"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Request is the body of POST /fulfillments.
@@ -182,6 +183,7 @@ func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) 
 	defer resp.Body.Close()
 
 	if resp.StatusCode/100 == 2 || resp.StatusCode == http.StatusConflict {
+		webhooks.Answered(ctx, resp.StatusCode)
 		// Drain a little so the connection can be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		return nil

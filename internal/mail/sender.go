@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paywebhooks/receiver/internal/telemetry"
+	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
 // Sender delivers one Message.
@@ -143,7 +144,11 @@ func (s SMTPSender) Send(ctx context.Context, m Message) error {
 	if err != nil {
 		return redactErr(err, m.To)
 	}
-	return redactErr(s.send(ctx, m, from.Address, to.Address), to.Address)
+	if err := s.send(ctx, m, from.Address, to.Address); err != nil {
+		return redactErr(err, to.Address)
+	}
+	webhooks.Answered(ctx, 250) // the relay took the message: DATA's reply is 250
+	return nil
 }
 
 func (s SMTPSender) send(ctx context.Context, m Message, from, to string) (err error) {

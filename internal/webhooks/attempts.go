@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -22,6 +23,25 @@ func StatusCode(err error) int {
 		return s.StatusCode()
 	}
 	return 0
+}
+
+// Answered records, from a step kind's Run, the status the other side
+// answered a successful attempt with (an API's 201, an SMTP server's 250),
+// kept with the attempt beside a failure's (StatusCode), so that operators
+// see what the other side said either way. Outside a step, it does
+// nothing.
+func Answered(ctx context.Context, status int) {
+	if a, ok := ctx.Value(answerKey{}).(*atomic.Int32); ok {
+		a.Store(int32(status))
+	}
+}
+
+type answerKey struct{}
+
+// withAnswer is ctx with a place for the status Answered records.
+func withAnswer(ctx context.Context) (context.Context, *atomic.Int32) {
+	a := new(atomic.Int32)
+	return context.WithValue(ctx, answerKey{}, a), a
 }
 
 // emailAddress matches what looks like an email address in an error or an

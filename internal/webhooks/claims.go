@@ -368,6 +368,7 @@ func releaseStep(ctx context.Context, q Querier, ls leasedStep, cause error, bac
 type attempt struct {
 	start  time.Time
 	runner string // "redriver", "operator", "replay"; "": the delivery that planned the step
+	status int    // what the other side answered a success with (Answered); 0: not said
 }
 
 // MaxAttemptError bounds the error text an attempt's record keeps.
@@ -376,10 +377,10 @@ const MaxAttemptError = 300
 // args are the attempt's columns after the step's own parameters: the
 // claim's attempt count, start, duration, and for a failure its class,
 // its text (email addresses redacted, at most MaxAttemptError characters)
-// and the answer's status where the error gives one (StatusCode). why is
-// a skip's reason.
+// and the answer's status where the error gives one (StatusCode), or for a
+// success where the kind said it (Answered). why is a skip's reason.
 func (a attempt) args(ls leasedStep, why string, cause error) []any {
-	text, class, status := why, "", 0
+	text, class, status := why, "", a.status
 	if cause != nil {
 		text, class, status = cause.Error(), telemetry.ErrorClass(cause), StatusCode(cause)
 	}

@@ -83,3 +83,28 @@ AND payload ->> 'step_object' = 'order:test:cs_1'`).Scan(&owner); err != nil || 
 		t.Errorf("operators see %v; want the Idempotency-Key %s", got, k2)
 	}
 }
+
+// TestSuccessAnswerRecorded: what the other side answered a success with
+// is kept with the attempt (Answered), as a failure's status is: the
+// fulfillment API's 201, the SMTP relay's 250.
+func TestSuccessAnswerRecorded(t *testing.T) {
+	r := newRig(t, webhooks.Options{Lease: 5 * time.Minute})
+	r.api.SetStatus(201)
+	want(t, r.deliver(t, "evt_answered"), 200)
+	got := map[string]int{}
+	rows, err := r.pool.Query(context.Background(), `SELECT step_key, coalesce(status_code, 0) FROM step_attempts`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var k string
+		var code int
+		if err := rows.Scan(&k, &code); err != nil {
+			t.Fatal(err)
+		}
+		got[k] = code
+	}
+	if got["evt_answered/fulfillment"] != 201 || got["evt_answered/email.confirmation"] != 250 {
+		t.Errorf("answers recorded %v; want the API's 201 and the relay's 250", got)
+	}
+}

@@ -518,7 +518,9 @@ func (p *Processor) runStep(ctx context.Context, ls leasedStep) error {
 		// Whatever the kind answered may quote a customer's address (an
 		// SMTP reply, an API's error body): redacted before it is logged
 		// or stored.
+		sctx, answer := withAnswer(sctx)
 		stepErr = redactError(kind.Run(sctx, RefKey(ls.Key, ls.Name, ls.Payload), ls.Payload))
+		at.status = int(answer.Load())
 		cancel()
 	}
 
