@@ -11,6 +11,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/paywebhooks/receiver/internal/reqlog"
 )
 
 // A browser signs in with the token once (POST /login) and gets a session
@@ -92,7 +94,7 @@ func (c *Console) authed(h http.HandlerFunc) http.Handler {
 				return
 			}
 			if !ok {
-				c.cfg.Log.WarnContext(r.Context(), "console: bearer token refused", "client", c.clientOf(r), "path", r.URL.Path)
+				c.cfg.Log.WarnContext(r.Context(), "console: bearer token refused", "client", c.clientOf(r), "path", reqlog.Untrusted(r.URL.Path, 200))
 				c.unauthorized(w, r, "The bearer token is not the console's token.")
 				return
 			}
@@ -153,7 +155,7 @@ func sameOrigin(r *http.Request) bool {
 
 func (c *Console) forbidden(w http.ResponseWriter, r *http.Request, msg string) {
 	c.cfg.Log.WarnContext(r.Context(), "console: request refused", "remote", r.RemoteAddr, "method", r.Method,
-		"path", r.URL.Path, "reason", msg)
+		"path", reqlog.Untrusted(r.URL.Path, 200), "reason", msg)
 	c.fail(w, r, http.StatusForbidden, msg, nil)
 }
 

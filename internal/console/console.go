@@ -44,6 +44,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paywebhooks/receiver/internal/ops"
+	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -315,7 +316,7 @@ type errorView struct {
 // log only (it may name internals).
 func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, msg string, err error) {
 	if err != nil {
-		c.cfg.Log.ErrorContext(r.Context(), "console: "+msg, "path", r.URL.Path, "error", err)
+		c.cfg.Log.ErrorContext(r.Context(), "console: "+msg, "path", reqlog.Untrusted(r.URL.Path, 200), "error", err)
 	}
 	if wantsJSON(r) {
 		writeJSON(w, status, map[string]string{"error": msg})
