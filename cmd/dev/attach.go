@@ -142,11 +142,14 @@ the load generator against it:
 	return nil
 }
 
-// exported are the variables `dev env` exports besides DATABASE_URL: those
-// dev generates, then the secret of every other provider of the registry,
-// which a receiver may run with when the developer set it.
+// exported are the variables `dev env` exports besides DATABASE_URL: what
+// dev -receiver sets up beside its receiver (the development fulfillment
+// API's address, the console's), those dev generates, then the secret of
+// every other provider of the registry, which a receiver may run with when
+// the developer set it: a command run from that shell (`server events
+// replay`) then has the receiver's configuration.
 var exported = func() []string {
-	var out []string
+	out := []string{"FULFILLMENT_URL", "ADMIN_ADDR"}
 	for _, s := range generated {
 		out = append(out, s.env)
 	}

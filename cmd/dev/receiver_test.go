@@ -313,7 +313,7 @@ func TestHelperReceiverEnv(t *testing.T) {
 		t.Fatalf("dev env: %v\n%s", err, &errOut)
 	}
 	var sh bytes.Buffer
-	cmd := exec.Command("sh", "-c", `eval "$(cat)"; printf '%s\n%s\n%s\n' "$STRIPE_WEBHOOK_SECRET" "$PADDLE_WEBHOOK_SECRET" "$ADMIN_TOKEN"`)
+	cmd := exec.Command("sh", "-c", `eval "$(cat)"; printf '%s\n%s\n%s\n%s\n' "$STRIPE_WEBHOOK_SECRET" "$PADDLE_WEBHOOK_SECRET" "$ADMIN_TOKEN" "$FULFILLMENT_URL"`)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")} // nothing but what dev env exports
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(out.Bytes()), &sh, os.Stderr
 	if err := cmd.Run(); err != nil {
@@ -324,8 +324,9 @@ func TestHelperReceiverEnv(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := strings.Split(strings.TrimSpace(sh.String()), "\n")
-	want := []string{os.Getenv("STRIPE_WEBHOOK_SECRET"), kept["PADDLE_WEBHOOK_SECRET"], os.Getenv("ADMIN_TOKEN")}
-	if !slices.Equal(got, want) || !strings.HasPrefix(want[1], "pdl_") || want[2] != kept["ADMIN_TOKEN"] {
+	want := []string{os.Getenv("STRIPE_WEBHOOK_SECRET"), kept["PADDLE_WEBHOOK_SECRET"], os.Getenv("ADMIN_TOKEN"), os.Getenv("FULFILLMENT_URL")}
+	if !slices.Equal(got, want) || !strings.HasPrefix(want[1], "pdl_") || want[2] != kept["ADMIN_TOKEN"] ||
+		!strings.HasPrefix(want[3], "http://127.0.0.1:") {
 		t.Errorf("dev env printed\n%s\nwhich a shell reads as %q; want the receiver's %q", &out, got, want)
 	}
 	if !strings.Contains(errOut.String(), "STRIPE_WEBHOOK_SECRET as make run's receiver runs with it") {
