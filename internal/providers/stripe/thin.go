@@ -144,7 +144,7 @@ var ThinSpec = webhooks.Spec{
 				return nil, err
 			}
 		}
-		return NewThin(s.Secrets, api, WithFilter(filter), WithNotifyEmail(s.NotifyEmail)), nil
+		return NewThin(s.Secrets, api, WithFilter(filter), WithNotifyEmail(s.NotifyEmail), WithEntitlements(s.Entitlements)), nil
 	},
 	Warnings: func(s webhooks.Settings) []string {
 		if len(s.Secrets) == 0 {
