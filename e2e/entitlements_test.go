@@ -204,7 +204,7 @@ func lifecycle(provider, st, tag string, now time.Time) ([]delivery, string) {
 			out = append(out, paddleDelivery("evt_"+tag+"_tx", "transaction.completed", now.Add(-time.Minute).Format(time.RFC3339),
 				map[string]any{"id": "txn_" + tag, "status": "completed", "customer_id": "ctm_" + tag, "currency_code": "USD",
 					"subscription_id": nil, "custom_data": map[string]any{"app_user_id": user},
-					"items": []any{map[string]any{"price": map[string]any{"id": "pri_once", "product_id": "pro_once"}, "quantity": 1}},
+					"items":   []any{map[string]any{"price": map[string]any{"id": "pri_once", "product_id": "pro_once"}, "quantity": 1}},
 					"details": map[string]any{"totals": map[string]any{"grand_total": "4900"}}}))
 		case "polar":
 			body := mustJSON(map[string]any{"type": "order.paid", "timestamp": now.Add(-time.Minute).UTC().Format(time.RFC3339Nano),
@@ -291,7 +291,7 @@ func TestEntitlementsLifecycles(t *testing.T) {
 	now := time.Now()
 	type row struct {
 		provider, stage, order, subject, set string
-		v1, v2, accepted                   int64
+		v1, v2, accepted                     int64
 	}
 	var rows []row
 	for _, provider := range []string{"stripe", "paddle", "polar", "github"} {

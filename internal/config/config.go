@@ -151,9 +151,9 @@ type Provider struct {
 func (c Config) Settings(source string) webhooks.Settings {
 	p := c.Providers[source]
 	return webhooks.Settings{
-		Secrets:     p.Secrets,
-		NotifyEmail:  c.NotifyEmail,
-		Entitlements: c.Entitlements != nil,
+		Secrets:            p.Secrets,
+		NotifyEmail:        c.NotifyEmail,
+		Entitlements:       c.Entitlements != nil,
 		EntitlementSources: c.Entitlements.Sources(),
 		Env: func(name string) string {
 			if v, ok := p.Vars[name]; ok {
