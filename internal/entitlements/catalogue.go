@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -74,7 +75,9 @@ const maxKey = 100
 func Parse(file string, data []byte) (*Catalogue, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
+	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+		return nil, &LineError{File: file, Msg: "is empty: it needs an `entitlements:` map (see the README, \"Gating access in your app\")"}
+	} else if err != nil {
 		return nil, yamlError(file, err)
 	}
 	fail := func(n *yaml.Node, format string, args ...any) error {
@@ -86,6 +89,10 @@ func Parse(file string, data []byte) (*Catalogue, error) {
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
 		return nil, fail(root, "the catalogue must be a map with `grace` and `entitlements`")
+	}
+	// A member named twice is refused: which one a reader keeps differs.
+	if n := repeated(root); n != nil {
+		return nil, fail(n, "%q is named twice", n.Value)
 	}
 	c := &Catalogue{Grace: DefaultGrace}
 	seenEntitlements := false
@@ -160,6 +167,26 @@ func yamlError(file string, err error) error {
 		return &LineError{File: file, Line: line, Msg: strings.TrimSpace(rest)}
 	}
 	return &LineError{File: file, Msg: msg}
+}
+
+// repeated returns the first mapping key of n, or of a map below it, that
+// repeats one before it in its map; nil when none does.
+func repeated(n *yaml.Node) *yaml.Node {
+	if n.Kind == yaml.MappingNode {
+		seen := map[string]bool{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if seen[n.Content[i].Value] {
+				return n.Content[i]
+			}
+			seen[n.Content[i].Value] = true
+		}
+	}
+	for _, c := range n.Content {
+		if r := repeated(c); r != nil {
+			return r
+		}
+	}
+	return nil
 }
 
 func validKey(s string) bool {
