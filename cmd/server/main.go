@@ -55,6 +55,7 @@ const usage = `usage:
   server events COMMAND ...         list, show, replay, resolve and prune events (server events --help)
   server reconcile NAME ...         catch up on events the deliveries missed (server reconcile --help)
   server endpoints check [--fix]    check how each provider is set up to send here (server endpoints --help)
+  server entitlements show SUBJECT  a subject's entitlements and what grants each (server entitlements --help)
   server healthcheck [--url URL]    exit 0 when the server on HTTP_ADDR answers GET /healthz
   server version [--json]           the version this binary was built as (also: server --version)
   server help COMMAND ...           a command's usage (also: server COMMAND ... --help)
@@ -102,6 +103,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return reconcileCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "endpoints":
 		return endpointsCmd(ctx, args[1:], getenv, stdout)
+	case "entitlements":
+		return entitlementsCmd(ctx, args[1:], getenv, stdout, stderr)
 	case "healthcheck":
 		return healthcheckCmd(ctx, args[1:], getenv, stdout)
 	case "version", "-version", "--version":
@@ -115,7 +118,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return errHelp
 	}
 	return usageError{msg: fmt.Sprintf("server: unknown command %q", args[0]) +
-		didYouMean(args[0], []string{"serve", "migrate", "events", "reconcile", "healthcheck", "version", "help"}), usage: usage}
+		didYouMean(args[0], []string{"serve", "migrate", "events", "reconcile", "endpoints", "entitlements", "healthcheck", "version", "help"}), usage: usage}
 }
 
 func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -109,6 +110,14 @@ type Config struct {
 	// trailing slash: "" when unset (public.go).
 	PublicURL string
 
+	// Entitlements is the catalogue (ENTITLEMENTS_FILE, read and checked
+	// by Load); nil when unset: no entitlements are kept or sent.
+	Entitlements     *entitlements.Catalogue
+	EntitlementsFile string
+	// APIToken (API_TOKEN) opens the read API on ADMIN_ADDR (/api/…);
+	// "": no API.
+	APIToken string
+
 	// Warnings are what start-up logs about values it accepts but should
 	// not have to (a short secret).
 	Warnings []Warning
@@ -142,8 +151,10 @@ type Provider struct {
 func (c Config) Settings(source string) webhooks.Settings {
 	p := c.Providers[source]
 	return webhooks.Settings{
-		Secrets:     p.Secrets,
-		NotifyEmail: c.NotifyEmail,
+		Secrets:            p.Secrets,
+		NotifyEmail:        c.NotifyEmail,
+		Entitlements:       c.Entitlements != nil,
+		EntitlementSources: c.Entitlements.Sources(),
 		Env: func(name string) string {
 			if v, ok := p.Vars[name]; ok {
 				return v
@@ -382,6 +393,7 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	}
 	c.SilenceAlertAfter = l.silences("SILENCE_ALERT_AFTER", specs)
 	c.loadPublicURL(&l)
+	c.loadEntitlements(&l)
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
@@ -524,6 +536,33 @@ func (c Config) MemoryBound() int64 {
 //	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_CONNECTIONS × ConnectionMemory
 func (c Config) StrangerMemoryBound() int64 {
 	return BaseMemory + c.UnverifiedBodyBytes + int64(c.MaxConnections)*ConnectionMemory
+}
+
+// loadEntitlements reads ENTITLEMENTS_FILE (the catalogue, refused with
+// the line that is wrong) and API_TOKEN, which must open nothing the
+// console's token does, and the other way round.
+func (c *Config) loadEntitlements(l *loader) {
+	if path := l.str("ENTITLEMENTS_FILE", ""); path != "" {
+		cat, err := entitlements.Load(path)
+		if err != nil {
+			l.fail("ENTITLEMENTS_FILE", err.Error())
+		} else {
+			c.Entitlements, c.EntitlementsFile = cat, path
+		}
+	}
+	c.APIToken = l.str("API_TOKEN", "")
+	switch {
+	case c.APIToken == "":
+	case len(c.APIToken) < 16:
+		l.fail("API_TOKEN", "must be at least 16 characters")
+	case c.APIToken == c.AdminToken:
+		l.fail("API_TOKEN", "must differ from ADMIN_TOKEN: the read API's token opens no console page, nor the console's the API")
+	case c.AdminAddr == "":
+		c.Warnings = append(c.Warnings, Warning{Var: "API_TOKEN", Message: "is set but ADMIN_ADDR is not: the read API is served on ADMIN_ADDR only"})
+	}
+	if c.APIToken != "" && c.Entitlements == nil {
+		c.Warnings = append(c.Warnings, Warning{Var: "API_TOKEN", Message: "is set but ENTITLEMENTS_FILE is not: /api/entitlements answers 404 until a catalogue is set"})
+	}
 }
 
 // loadSMTPTLS reads SMTP_TLS: one of mail.TLSModes, meaningful with
@@ -695,6 +734,8 @@ func (c Config) LogValue() slog.Value {
 		slog.Int("MAX_STEP_ATTEMPTS", c.MaxStepAttempts),
 		slog.String("RECONCILE_INTERVAL", c.ReconcileInterval.String()),
 		slog.String("PUBLIC_URL", c.PublicURL),
+		slog.String("ENTITLEMENTS_FILE", c.EntitlementsFile),
+		slog.String("API_TOKEN", mask(c.APIToken)),
 		slog.String("SHUTDOWN_TIMEOUT", c.ShutdownTimeout.String()),
 		slog.Int("DB_MAX_CONNS", int(c.DBMaxConns)),
 		slog.String("LOG_LEVEL", c.LogLevel.String()),

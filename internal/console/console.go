@@ -110,6 +110,11 @@ type Config struct {
 	Log           *slog.Logger
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// APIToken (API_TOKEN) opens the read API (/api/…) and nothing else;
+	// "": no API. Entitlements are what it and the entitlements page read
+	// (nil: ENTITLEMENTS_FILE is unset).
+	APIToken     string
+	Entitlements Entitlements
 }
 
 // Console serves the pages.
@@ -119,6 +124,7 @@ type Console struct {
 	hosts    hosts
 	sessions sessions
 	throttle *throttle
+	apiAuth  *auth // API_TOKEN's; nil: no API
 	pages    map[string]*template.Template
 	counters *counters
 	mux      *http.ServeMux
@@ -159,8 +165,15 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Gatherer != nil {
 		c.counters = newCounters(cfg.Gatherer, cfg.Now)
 	}
+	if cfg.APIToken != "" {
+		if cfg.APIToken == cfg.Token {
+			return nil, errors.New("console: API_TOKEN is ADMIN_TOKEN: each must open only its own")
+		}
+		a := newAuth(cfg.APIToken)
+		c.apiAuth = &a
+	}
 	for _, page := range []string{"login", "overview", "events", "event", "replay", "replayed", "step", "parked",
-		"reconcile", "resolve", "error"} {
+		"reconcile", "resolve", "error", "entitlements"} {
 		t, err := template.New(page).Funcs(funcs).ParseFS(templateFS, "templates/layout.html", "templates/"+page+".html")
 		if err != nil {
 			return nil, err
@@ -191,6 +204,9 @@ func (c *Console) routes() {
 	m.Handle("POST /events/{key}/steps/{step}/run", c.authed(c.stepRun))
 	m.Handle("GET /replay-parked", c.authed(c.parkedPreview))
 	m.Handle("POST /replay-parked", c.authed(c.parkedReplay))
+	m.Handle("GET /entitlements", c.authed(c.entitlementsPage))
+	m.Handle("GET /entitlements/{subject...}", c.authed(c.entitlementsPage))
+	m.Handle("GET /api/entitlements/{subject...}", c.api(c.apiEntitlements))
 	m.Handle("GET /reconcile", c.authed(c.reconcilePage))
 	m.Handle("POST /reconcile", c.authed(c.reconcile))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

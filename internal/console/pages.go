@@ -259,6 +259,9 @@ type eventView struct {
 	Resolve  bool // something is parked: it can be resolved
 	Problem  string
 	Reopened []string
+	// Subjects are the subjects whose entitlements the event's rows
+	// belong to, or its steps told.
+	Subjects []string
 }
 
 type claimView struct {
@@ -281,6 +284,12 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v.Claims = c.claimViews(d.Claims)
+	if c.cfg.Entitlements != nil {
+		if v.Subjects, err = c.cfg.Entitlements.SubjectsOfEvent(ctx, d.Key); err != nil {
+			c.fail(w, r, http.StatusServiceUnavailable, "The event's subjects could not be read.", err)
+			return
+		}
+	}
 	v.Replay = d.State != webhooks.StateDone || slices.ContainsFunc(d.Claims, func(cl ops.Claim) bool {
 		return cl.Status == string(webhooks.ClaimSkipped)
 	})

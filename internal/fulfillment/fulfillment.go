@@ -145,19 +145,26 @@ func IdempotencyKey(stepKey string) string {
 // 2xx or 409, a *StatusError for any other status, and a wrapped transport
 // error (transient) when there is no answer, including when ctx ends first.
 func (c *Client) Fulfill(ctx context.Context, idempotencyKey string, r Request) error {
-	if idempotencyKey == "" || strings.ContainsAny(idempotencyKey, "\r\n") {
-		return &invalidError{msg: fmt.Sprintf("invalid idempotency key %q", idempotencyKey)}
-	}
 	body, err := json.Marshal(r)
 	if err != nil {
 		return &invalidError{msg: err.Error()}
+	}
+	return c.Post(ctx, "/fulfillments", idempotencyKey, body)
+}
+
+// Post sends body (JSON) to path below the base URL, once, as Fulfill
+// sends its request: the same headers, signature, answers and errors. The
+// other calls of the API (POST /entitlements) go through it.
+func (c *Client) Post(ctx context.Context, path, idempotencyKey string, body []byte) error {
+	if idempotencyKey == "" || strings.ContainsAny(idempotencyKey, "\r\n") {
+		return &invalidError{msg: fmt.Sprintf("invalid idempotency key %q", idempotencyKey)}
 	}
 	if _, ok := ctx.Deadline(); !ok && c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
-	url := strings.TrimRight(c.BaseURL, "/") + "/fulfillments"
+	url := strings.TrimRight(c.BaseURL, "/") + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		return &invalidError{msg: err.Error()}

@@ -83,6 +83,14 @@ type Order struct {
 	// AmountRefundedCents is what has been refunded of AmountCents: read
 	// back from the database, never set by an event.
 	AmountRefundedCents int64 `json:"amount_refunded_cents,omitempty"`
+	// CustomerKey is the customer's provider-keyed subject (stripe:cus_…),
+	// AppUserID the app's user id the event carried (a claim) and Items
+	// what the order is for (JSON; nil: not known, such as a Checkout
+	// Session's before its line items are read): see internal/entitlements.
+	// Written with the order; not in a step's payload.
+	CustomerKey string `json:"-"`
+	AppUserID   string `json:"-"`
+	Items       []byte `json:"-"`
 }
 
 // Position places an event in the life of an order: its time, then its
@@ -140,12 +148,14 @@ func (o Order) lockKeys() []string {
 var insertSQL = `
 INSERT INTO orders (source, provider_event_id, external_id, payment_intent_id, status,
                     amount_cents, currency, customer_email, plan, effective_at, effective_rank,
-                    account_id, livemode, amount_refunded_cents, dispute_lost, sold_at)
+                    account_id, livemode, amount_refunded_cents, dispute_lost, sold_at,
+                    customer_key, app_user_id, items)
 SELECT $1, $2, $3, NULLIF($4, ''), s.status,
        $6::bigint, $7, NULLIF($8, ''), NULLIF($9, ''), $10::timestamptz, $11::smallint, NULLIF($12, ''), $13::boolean,
        CASE WHEN $5 = 'paid' THEN r.total ELSE 0 END,
        ` + disputeLostSQL("$1", "NULLIF($4, '')") + `,
-       CASE WHEN s.status IN ('paid', 'partially_refunded') THEN now() END
+       CASE WHEN s.status IN ('paid', 'partially_refunded') THEN now() END,
+       NULLIF($14, ''), NULLIF($15, ''), $16::jsonb
 FROM (SELECT ` + refundedSQL("NULLIF($4, '')") + ` AS total) AS r,
      LATERAL (SELECT CASE WHEN $5 = 'paid' THEN ` + statusSQL("r.total", "$6::bigint") + ` ELSE $5 END AS status) AS s
 WHERE receiver_claimed() AND NOT EXISTS (SELECT 1 FROM orders WHERE provider_event_id = $2)
@@ -153,8 +163,13 @@ WHERE receiver_claimed() AND NOT EXISTS (SELECT 1 FROM orders WHERE provider_eve
 
 func orderArgs(o Order, pos Position) []any {
 	at, rank := pos.args()
+	var items any
+	if o.Items != nil {
+		items = string(o.Items)
+	}
 	return []any{o.Source, o.ProviderEventID, o.ExternalID, o.PaymentIntentID, o.Status,
-		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank, o.AccountID, o.Livemode}
+		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank, o.AccountID, o.Livemode,
+		o.CustomerKey, o.AppUserID, items}
 }
 
 // Create inserts o, with pos as its last event, unless an order already
@@ -186,8 +201,11 @@ ON CONFLICT (source, external_id) DO UPDATE
         customer_email = coalesce(orders.customer_email, EXCLUDED.customer_email),
         effective_at = coalesce(EXCLUDED.effective_at, orders.effective_at),
         effective_rank = coalesce(EXCLUDED.effective_rank, orders.effective_rank),
+        customer_key = coalesce(orders.customer_key, EXCLUDED.customer_key),
+        app_user_id = coalesce(EXCLUDED.app_user_id, orders.app_user_id),
+        items = coalesce(orders.items, EXCLUDED.items),
         updated_at = now()
-    WHERE orders.status = ANY ($14) AND `
+    WHERE orders.status = ANY ($17) AND `
 	lock(q, o.lockKeys()...)
 	q.Exec(sql+notOlder("$10", "$11"), append(orderArgs(o, pos), from)...)
 }

@@ -8,9 +8,12 @@
 package providers
 
 import (
+	"maps"
+
 	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/endpoints"
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/providers/github"
@@ -90,13 +93,21 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 		client = fulfillment.New(cfg.FulfillmentURL)
 		client.Key = cfg.FulfillmentKey
 	}
-	return webhooks.StepKinds{
+	kinds := webhooks.StepKinds{
 		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain(), Templates: cfg.MailTemplates},
 		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
 		// Operator alerts (internal/alerts): email goes through the same sender.
 		alerts.KindWebhook: alerts.WebhookKind{URL: cfg.AlertWebhookURL},
 		alerts.KindEmail:   alerts.EmailKind{Sender: sender, From: cfg.MailFrom, To: cfg.AlertEmail, Domain: cfg.MailDomain()},
+		// Entitlements (internal/entitlements): the call that tells the app.
+		entitlements.KindNotify: entitlements.Kind{Client: client, Lease: cfg.LeaseDuration},
 	}
+	// Stripe's API for entitlements: a Checkout's line items, its features.
+	// (Its variables were checked by the configuration: no error here.)
+	if sk, err := stripe.StepKinds(cfg.Var); err == nil {
+		maps.Copy(kinds, sk)
+	}
+	return kinds
 }
 
 // Registry is what internal/server is built from besides its

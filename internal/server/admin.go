@@ -44,6 +44,9 @@ func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
 		TrustedProxies: s.cfg.TrustedProxies,
 		ClientIP:       ipExtractor(s.cfg.TrustedProxies),
 		Lockout:        s.cfg.AdminLockout,
+		// The read API (API_TOKEN), and the entitlements it reads.
+		APIToken:     s.cfg.APIToken,
+		Entitlements: s.entitlementsStore(),
 	})
 	if err != nil {
 		return fmt.Errorf("console: %w", err)

@@ -226,6 +226,10 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.addSide("metrics", cfg.MetricsAddr, mux)
 	}
 	s.background = append(s.background, func(ctx context.Context) { s.proc.Redrive(ctx, cfg.RedriveInterval) })
+	if err := s.setupEntitlements(ctx); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	s.setupHeartbeat()
 	s.setupAlerts()
 	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {

@@ -64,6 +64,13 @@ type Subscription struct {
 	// At is when the event happened, as the provider signed it: what
 	// orders the events of one subscription.
 	At time.Time
+	// Items are what the subscription is for, as the event carries them
+	// (JSON: internal/entitlements' items; nil: the event says nothing).
+	Items []byte
+	// CustomerKey is the customer's provider-keyed subject (stripe:cus_…)
+	// and AppUserID the app's user id the event carried (a claim): see
+	// internal/entitlements.
+	CustomerKey, AppUserID string
 }
 
 func args(s Subscription) []any {
@@ -71,8 +78,12 @@ func args(s Subscription) []any {
 	if !s.CurrentPeriodEnd.IsZero() {
 		periodEnd = s.CurrentPeriodEnd
 	}
+	var items any
+	if s.Items != nil {
+		items = string(s.Items)
+	}
 	return []any{s.Source, s.ExternalID, s.Status, s.CustomerID, periodEnd, s.CancelAtPeriodEnd, s.AccountID,
-		s.At, s.EventID}
+		s.At, s.EventID, items, s.CustomerKey, s.AppUserID}
 }
 
 // insertSQL inserts the event's state where the subscription had no row
@@ -83,8 +94,8 @@ func args(s Subscription) []any {
 // that row).
 const insertSQL = `
 INSERT INTO subscriptions (source, external_id, status, customer_id, current_period_end,
-                           cancel_at_period_end, account_id, event_at, provider_event_id)
-SELECT $1, $2, $3, NULLIF($4, ''), $5::timestamptz, $6, NULLIF($7, ''), $8, $9
+                           cancel_at_period_end, account_id, event_at, provider_event_id, items, customer_key, app_user_id)
+SELECT $1, $2, $3, NULLIF($4, ''), $5::timestamptz, $6, NULLIF($7, ''), $8, $9, $10::jsonb, NULLIF($11, ''), NULLIF($12, '')
 WHERE receiver_claimed() AND NOT EXISTS (SELECT FROM subscriptions s WHERE s.source = $1 AND s.external_id = $2)
 ON CONFLICT (source, external_id) DO NOTHING`
 
@@ -102,15 +113,19 @@ func update(cond string) string {
 UPDATE subscriptions AS s
 SET status = $3, customer_id = coalesce(NULLIF($4, ''), s.customer_id), current_period_end = $5::timestamptz,
     cancel_at_period_end = $6, account_id = coalesce(s.account_id, NULLIF($7, '')),
-    event_at = greatest(s.event_at, $8), provider_event_id = $9, updated_at = now()
-WHERE s.source = $1 AND s.external_id = $2 AND receiver_claimed() AND s.status <> ALL ($10) AND ` + cond
+    event_at = greatest(s.event_at, $8), provider_event_id = $9, updated_at = now(),
+    items = coalesce($10::jsonb, s.items), customer_key = coalesce(NULLIF($11, ''), s.customer_key),
+    app_user_id = NULLIF($12, '')
+WHERE s.source = $1 AND s.external_id = $2 AND receiver_claimed() AND s.status <> ALL ($13) AND ` + cond
 }
 
 // differs holds when the event's state is not the row's: only then does an
 // event of a time already recorded write the row.
-const differs = `(s.status, s.customer_id, s.current_period_end, s.cancel_at_period_end, s.account_id)
+const differs = `(s.status, s.customer_id, s.current_period_end, s.cancel_at_period_end, s.account_id,
+       s.items, s.customer_key, s.app_user_id)
       IS DISTINCT FROM ($3, coalesce(NULLIF($4, ''), s.customer_id), $5::timestamptz, $6,
-                        coalesce(s.account_id, NULLIF($7, '')))`
+                        coalesce(s.account_id, NULLIF($7, '')), coalesce($10::jsonb, s.items),
+                        coalesce(NULLIF($11, ''), s.customer_key), NULLIF($12, ''))`
 
 var (
 	// An event newer than the last one applied, or of its time with

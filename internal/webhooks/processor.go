@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"slices"
 	"sync"
@@ -85,8 +86,30 @@ type Processor struct {
 // NewProcessor returns a processor over pool that runs steps of the given
 // kinds.
 func NewProcessor(pool *pgxpool.Pool, kinds StepKinds, metrics *Metrics, log *slog.Logger, opts Options) *Processor {
-	return &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults()}
+	p := &Processor{pool: pool, kinds: kinds, metrics: metrics, log: log, opts: opts.withDefaults()}
+	cloned := false
+	for name, k := range kinds {
+		if b, ok := k.(Binder); ok {
+			if !cloned {
+				p.kinds, cloned = maps.Clone(kinds), true // the caller's map stays as it was
+			}
+			p.kinds[name] = b.Bind(p)
+		}
+	}
+	return p
 }
+
+// Binder is an optional method of a StepKind whose steps use the database
+// or plan further steps as they run (internal/entitlements' call that
+// tells the app, which reads the subject's newest version): NewProcessor
+// gives it the processor that runs its steps, and runs the kind Bind
+// returns.
+type Binder interface {
+	Bind(p *Processor) StepKind
+}
+
+// Pool is the pool the processor runs events and steps on.
+func (p *Processor) Pool() *pgxpool.Pool { return p.pool }
 
 // Kinds returns the step kinds the processor runs.
 func (p *Processor) Kinds() StepKinds { return p.kinds }

@@ -203,6 +203,12 @@ func (v Var) Masked(value string) string {
 type Settings struct {
 	Secrets     []string // the values of Spec.Secret, in order
 	NotifyEmail string   // NOTIFY_EMAIL: who gets notices with no customer address
+	// Entitlements: ENTITLEMENTS_FILE is set, and the provider's plans
+	// follow the rows that grant entitlements (internal/entitlements.Follow).
+	Entitlements bool
+	// EntitlementSources are the providers the catalogue grants by (its
+	// stripe, paddle, polar, github_marketplace lists that name an id).
+	EntitlementSources []string
 	// Env returns the value of one of Spec.Vars, already validated (its
 	// default when unset), or of another Spec's (a second Spec of one
 	// provider's folder reads the first's: Stripe's thin events, its API

@@ -98,7 +98,9 @@ var Spec = webhooks.Spec{
 	Retries:      "never retries a failed delivery: catch up with server reconcile, or redeliver by hand",
 	OrderSources: []string{SourceMarketplace, SourceSponsors},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
-		return New(s.Secrets, s.NotifyEmail), nil
+		p := New(s.Secrets, s.NotifyEmail)
+		p.entitlements = s.Entitlements
+		return p, nil
 	},
 	// GitHub signs the body only: the delivery's id and time go nowhere.
 	Sign: func(in webhooks.SignInput) http.Header {
@@ -115,6 +117,9 @@ var Spec = webhooks.Spec{
 type Provider struct {
 	secrets []string
 	notify  string
+	// entitlements: ENTITLEMENTS_FILE is set, and Marketplace plans follow
+	// the orders that grant entitlements.
+	entitlements bool
 }
 
 // New returns a provider that accepts deliveries signed with any of secrets

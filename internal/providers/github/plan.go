@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"
@@ -134,6 +135,9 @@ func (p *Provider) marketplacePurchase(ev *webhooks.Event, pl *webhooks.Plan) er
 	if err != nil {
 		return err
 	}
+	if p.entitlements {
+		defer entitlements.Follow(pl, entitlements.Change{OrderSource: o.Source, OrderID: o.ExternalID})
+	}
 	switch action {
 	case "purchased":
 		// A new account's order, or an order paid again after its
@@ -200,6 +204,9 @@ func (mp purchase) order(ev *webhooks.Event) (orders.Order, error) {
 		Currency:        currency,
 		CustomerEmail:   deref(mp.Account.OrganizationBillingEmail),
 		Plan:            strconv.FormatInt(mp.Plan.ID, 10) + ":" + mp.Plan.Name,
+		// Its subject (internal/entitlements): github:<account id>; its
+		// plan is what it is for.
+		CustomerKey: "github:" + strconv.FormatInt(*mp.Account.ID, 10),
 	}, nil
 }
 

@@ -88,7 +88,9 @@ var Spec = webhooks.Spec{
 		if err != nil {
 			return nil, fmt.Errorf("PADDLE_SIGNATURE_TOLERANCE %w", err)
 		}
-		return New(s.Secrets, tol), nil
+		p := New(s.Secrets, tol)
+		p.entitlements = s.Entitlements
+		return p, nil
 	},
 	WrongSecretHint: "the signature does not match any configured secret although it was signed just now: " +
 		"use the secret key of the notification destination that sends here (Paddle > Developer tools > Notifications)",
@@ -120,6 +122,9 @@ func tolerance(v string) (time.Duration, error) {
 type Provider struct {
 	secrets   []string
 	tolerance time.Duration
+	// entitlements: ENTITLEMENTS_FILE is set, and plans follow the rows
+	// that grant entitlements.
+	entitlements bool
 }
 
 // New returns a provider that accepts notifications signed with any of
@@ -194,7 +199,7 @@ type entity struct {
 	ID           string     `json:"id"`
 	Status       string     `json:"status"`
 	CurrencyCode string     `json:"currency_code"`
-	CustomData   customData `json:"custom_data"` // transaction
+	CustomData   customData `json:"custom_data"` // transaction, subscription
 	Details      *struct {
 		Totals *struct {
 			GrandTotal string `json:"grand_total"`
@@ -216,17 +221,30 @@ type entity struct {
 	ScheduledChange *struct {
 		Action string `json:"action"` // cancel, pause, resume
 	} `json:"scheduled_change"` // subscription
+	// Items are what a transaction or subscription is for.
+	Items []struct {
+		Price *struct {
+			ID        string `json:"id"`
+			ProductID string `json:"product_id"`
+		} `json:"price"`
+		Quantity int64 `json:"quantity"`
+	} `json:"items"` // transaction, subscription
+	SubscriptionID *string `json:"subscription_id"` // transaction: its subscription's, null for a one-off purchase
 }
 
-// customData is a transaction's custom_data, the merchant's own: only its
-// "email" is read, when it is a string, and nothing in it makes a
-// notification unreadable.
-type customData struct{ Email string }
+// customData is a transaction's or subscription's custom_data, the
+// merchant's own: only its "email" and "app_user_id" are read, when they
+// are strings, and nothing in it makes a notification unreadable. The
+// buyer's client can edit it: the address is only ever mailed a receipt
+// of the buyer's own purchase, and the app user id is a claim
+// (internal/entitlements.AppUser).
+type customData struct{ Email, AppUserID string }
 
 func (c *customData) UnmarshalJSON(b []byte) error {
 	var m map[string]json.RawMessage
 	if webhooks.UnmarshalSigned(b, &m) == nil {
 		_ = webhooks.UnmarshalSigned(m["email"], &c.Email)
+		_ = webhooks.UnmarshalSigned(m["app_user_id"], &c.AppUserID)
 	}
 	return nil
 }

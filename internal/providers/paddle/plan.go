@@ -1,12 +1,14 @@
 package paddle
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"
@@ -51,20 +53,20 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	}
 	switch ev.Type {
 	case "transaction.completed":
-		return transactionCompleted(ev, n.Data, plan)
+		return p.transactionCompleted(ev, n.Data, plan)
 	case "transaction.payment_failed":
 		return paymentFailed(ev, n.Data, plan)
 	case "adjustment.created", "adjustment.updated":
-		return adjustment(ev, n, plan)
+		return p.adjustment(ev, n, plan)
 	}
-	return subscription(ev, n, plan)
+	return p.subscription(ev, n, plan)
 }
 
 // subscription applies a subscription.* event: the subscription takes the
 // event's state unless an event that occurred later was applied (by
 // occurred_at; of the same time, the later arrival wins) or it is
 // canceled, which is final. See internal/subscriptions.
-func subscription(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
+func (p *Provider) subscription(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
 	d := n.Data
 	if d.ID == "" || d.Status == "" {
 		return webhooks.Unprocessable("%s %s: the subscription has no id or status", ev.Type, ev.ID)
@@ -82,6 +84,9 @@ func subscription(ev *webhooks.Event, n *notification, plan *webhooks.Plan) erro
 		CancelAtPeriodEnd: d.ScheduledChange != nil && d.ScheduledChange.Action == "cancel",
 		EventID:           ev.ID,
 		At:                at,
+		Items:             items(d),
+		CustomerKey:       entitlements.CustomerKey(Source, d.CustomerID),
+		AppUserID:         entitlements.AppUser(d.CustomData.AppUserID),
 	}
 	if d.CurrentBillingPeriod != nil {
 		if end, err := time.Parse(time.RFC3339Nano, d.CurrentBillingPeriod.EndsAt); err == nil {
@@ -89,7 +94,28 @@ func subscription(ev *webhooks.Event, n *notification, plan *webhooks.Plan) erro
 		}
 	}
 	subscriptions.Apply(plan, sub, finalSubscription)
+	p.follow(plan, entitlements.Change{SubscriptionSource: Source, SubscriptionID: sub.ExternalID, At: at, Status: sub.Status})
 	return nil
+}
+
+// follow queues the statement that follows the rows c names, when
+// entitlements are kept (internal/entitlements).
+func (p *Provider) follow(plan *webhooks.Plan, c entitlements.Change) {
+	if p.entitlements {
+		entitlements.Follow(plan, c)
+	}
+}
+
+// items are what a transaction or subscription is for, as JSON.
+func items(d *entity) []byte {
+	out := []entitlements.Item{}
+	for _, it := range d.Items {
+		if it.Price != nil {
+			out = append(out, entitlements.Item{Price: it.Price.ID, Product: it.Price.ProductID, Quantity: it.Quantity})
+		}
+	}
+	b, _ := json.Marshal(out)
+	return b
 }
 
 // transaction is a transaction as the handlers use it.
@@ -128,7 +154,7 @@ func amount(s string) (int64, error) {
 // refunded or refunded if its refunds came first) and, when this event
 // made it paid or partially refunded, plans the confirmation (when an
 // address is known) and the fulfillment call.
-func transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
+func (p *Provider) transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
 	tx, err := readTransaction(ev, d)
 	if err != nil {
 		return err
@@ -142,6 +168,13 @@ func transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) er
 		AmountCents:     tx.AmountCents,
 		Currency:        tx.Currency,
 		CustomerEmail:   tx.Email,
+		CustomerKey:     entitlements.CustomerKey(Source, d.CustomerID),
+		AppUserID:       entitlements.AppUser(d.CustomData.AppUserID),
+	}
+	// A one-off purchase grants by its items; a subscription's transaction
+	// grants nothing of its own: its subscription does.
+	if d.SubscriptionID == nil || *d.SubscriptionID == "" {
+		o.Items = items(d)
 	}
 	orders.Create(plan, o, orders.Position{})
 	var sale sales.Sale
@@ -150,6 +183,7 @@ func transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) er
 	}
 	cond, args := orders.Changed(Source, tx.ID, orders.Sold...)
 	sales.Plan(plan, sale, cond, args...)
+	p.follow(plan, entitlements.Change{OrderSource: Source, OrderID: tx.ID})
 	return nil
 }
 
@@ -198,7 +232,7 @@ var adjustmentEffects = map[string]orders.Effect{
 // call it never had (orders.RestoredSale). Other actions
 // (credit, chargeback, …) and statuses this receiver does not know are
 // acknowledged and change nothing.
-func adjustment(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
+func (p *Provider) adjustment(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
 	d := n.Data
 	if d.Action != "refund" {
 		return fmt.Errorf("adjustment action %s: %w", webhooks.Quote(d.Action, 40), webhooks.ErrUnhandled)
@@ -237,6 +271,7 @@ func adjustment(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error 
 		sales.WithAddress(cond), args...)
 	cond, args = orders.RestoredSale(d.TransactionID)
 	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation"}, OnlyWithAddress: true}, cond, args...)
+	p.follow(plan, entitlements.Change{OrderSource: Source, Payment: d.TransactionID})
 	return nil
 }
 

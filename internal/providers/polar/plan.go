@@ -1,10 +1,12 @@
 package polar
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"
@@ -58,11 +60,11 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	}
 	switch ev.Type {
 	case "order.paid":
-		return orderPaid(ev, e.Data, plan)
+		return p.orderPaid(ev, e.Data, plan)
 	case "order.refunded":
-		return orderRefunded(ev, e.Data, plan)
+		return p.orderRefunded(ev, e.Data, plan)
 	}
-	return subscription(ev, e, plan)
+	return p.subscription(ev, e, plan)
 }
 
 // order is an order as the handlers use it.
@@ -95,10 +97,16 @@ func readOrder(ev *webhooks.Event, d *data) (order, error) {
 // confirmation (when the payload gives an address) and the fulfillment
 // call. Every renewal of a subscription is an order of its own, with its
 // own order.paid.
-func orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
+func (p *Provider) orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	o, err := readOrder(ev, d)
 	if err != nil {
 		return err
+	}
+	var items []byte
+	if d.SubscriptionID == nil || *d.SubscriptionID == "" {
+		// A one-time purchase grants by its product; a subscription's
+		// order grants nothing of its own: its subscription does.
+		items = productItems(d)
 	}
 	orders.Create(plan, orders.Order{
 		Source:          Source,
@@ -109,6 +117,9 @@ func orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 		AmountCents:     o.AmountCents,
 		Currency:        o.Currency,
 		CustomerEmail:   o.Email,
+		CustomerKey:     entitlements.CustomerKey(Source, d.CustomerID),
+		AppUserID:       appUser(d),
+		Items:           items,
 	}, orders.Position{})
 	var sale sales.Sale
 	if o.Email != "" {
@@ -116,7 +127,33 @@ func orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	}
 	cond, args := orders.Changed(Source, o.ID, orders.Sold...)
 	sales.Plan(plan, sale, cond, args...)
+	p.follow(plan, entitlements.Change{OrderSource: Source, OrderID: o.ID})
 	return nil
+}
+
+// follow queues the statement that follows the rows c names, when
+// entitlements are kept (internal/entitlements).
+func (p *Provider) follow(plan *webhooks.Plan, c entitlements.Change) {
+	if p.entitlements {
+		entitlements.Follow(plan, c)
+	}
+}
+
+// productItems is what an order or subscription is for: its product.
+func productItems(d *data) []byte {
+	if d.ProductID == "" {
+		return []byte(`[]`)
+	}
+	b, _ := json.Marshal([]entitlements.Item{{Product: d.ProductID}})
+	return b
+}
+
+// appUser is the app's user id Polar carries: the customer's external_id.
+func appUser(d *data) string {
+	if d.Customer == nil || d.Customer.ExternalID == nil {
+		return ""
+	}
+	return entitlements.AppUser(*d.Customer.ExternalID)
 }
 
 // orderRefunded records the order's cumulative refunded total,
@@ -126,7 +163,7 @@ func orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 // arrives later starts with it. The refund email goes once per refunded
 // total (a copy from another endpoint adds nothing), to the payload's
 // address, else the order's; with neither, none is planned.
-func orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
+func (p *Provider) orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	o, err := readOrder(ev, d)
 	if err != nil {
 		return err
@@ -149,6 +186,7 @@ func orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: o.Email, Data: map[string]any{
 		"PaymentIntentID": o.ID, "TotalRefunded": refunded, "AmountCents": o.AmountCents, "Currency": o.Currency}}),
 		cond, args...)
+	p.follow(plan, entitlements.Change{OrderSource: Source, Payment: o.ID})
 	return nil
 }
 
@@ -166,7 +204,7 @@ func orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 // whatever the time of the last event applied (subscriptions.End), like
 // Stripe's customer.subscription.deleted: no later-arriving event, of the
 // same modified_at or a newer one, moves the subscription back.
-func subscription(ev *webhooks.Event, e *event, plan *webhooks.Plan) error {
+func (p *Provider) subscription(ev *webhooks.Event, e *event, plan *webhooks.Plan) error {
 	d := e.Data
 	if d.ID == "" || d.Status == "" {
 		return webhooks.Unprocessable("%s %s: the subscription has no id or status", ev.Type, ev.ID)
@@ -188,7 +226,11 @@ func subscription(ev *webhooks.Event, e *event, plan *webhooks.Plan) error {
 		CancelAtPeriodEnd: d.CancelAtPeriodEnd,
 		EventID:           ev.ID,
 		At:                at,
+		Items:             productItems(d),
+		CustomerKey:       entitlements.CustomerKey(Source, d.CustomerID),
+		AppUserID:         appUser(d),
 	}
+	defer p.follow(plan, entitlements.Change{SubscriptionSource: Source, SubscriptionID: sub.ExternalID, At: at, Status: sub.Status})
 	if end, err := time.Parse(time.RFC3339Nano, d.CurrentPeriodEnd); err == nil {
 		sub.CurrentPeriodEnd = end
 	}

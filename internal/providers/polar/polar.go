@@ -102,7 +102,9 @@ var Spec = webhooks.Spec{
 	Retries:      "retries up to 10 times with back-off, and disables the endpoint after 10 failures in a row",
 	OrderSources: []string{Source},
 	New: func(s webhooks.Settings) (webhooks.Provider, error) {
-		return New(s.Secrets), nil
+		p := New(s.Secrets)
+		p.entitlements = s.Entitlements
+		return p, nil
 	},
 	WrongSecretHint: "the signature does not match any configured secret although it was signed just now: " +
 		"use the secret of the webhook endpoint that sends here (Polar > Settings > Webhooks), as shown",
@@ -149,6 +151,9 @@ func Keys(secrets []string) [][][]byte {
 // Provider verifies and plans Polar deliveries.
 type Provider struct {
 	verifier swh.Verifier
+	// entitlements: ENTITLEMENTS_FILE is set, and plans follow the rows
+	// that grant entitlements.
+	entitlements bool
 }
 
 // New returns a provider that accepts deliveries signed with any of
@@ -215,11 +220,17 @@ type data struct {
 	CancelAtPeriodEnd bool   `json:"cancel_at_period_end"`
 	EndsAt            string `json:"ends_at"`  // when a canceled subscription ends (or ended)
 	EndedAt           string `json:"ended_at"` // when it ended: set once it is revoked
+	// Order and subscription: what it is for, and the subscription an
+	// order is of (null for a one-time purchase).
+	ProductID      string  `json:"product_id"`
+	SubscriptionID *string `json:"subscription_id"`
 }
 
-// customer is an order's customer: only its address is read.
+// customer is an order's or subscription's customer: its address, and the
+// app's user id the app gave it (external_id).
 type customer struct {
-	Email string `json:"email"`
+	Email      string  `json:"email"`
+	ExternalID *string `json:"external_id"`
 }
 
 // Decode reads a Polar event, verified, stored or fetched from Polar's API,

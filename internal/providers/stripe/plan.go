@@ -6,6 +6,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/customers"
 	"github.com/paywebhooks/receiver/internal/disputes"
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/invoices"
@@ -38,6 +39,7 @@ var handledTypes = []string{
 	"customer.subscription.resumed", "customer.subscription.deleted", "customer.subscription.trial_will_end",
 	"charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed",
 	"charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
+	"entitlements.active_entitlement_summary.updated",
 }
 
 // catchUpTypes are the types the periodic catch-up lists: Stripe's Events
@@ -55,7 +57,10 @@ var catchUpTypes = func() []string {
 	for _, t := range handledTypes {
 		switch t {
 		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
-			"refund.created", "refund.updated", "refund.failed":
+			"refund.created", "refund.updated", "refund.failed",
+			// Each summary supersedes the ones before; the next change of
+			// the customer's features sends another.
+			"entitlements.active_entitlement_summary.updated":
 		default:
 			out = append(out, t)
 		}
@@ -94,11 +99,11 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	a := metaOf(env)
 	switch ev.Type {
 	case "checkout.session.completed":
-		return checkoutCompleted(ev, a, plan)
+		return p.checkoutCompleted(ev, a, plan)
 	case "checkout.session.async_payment_succeeded":
-		return asyncPayment(ev, a, plan, orders.StatusPaid)
+		return p.asyncPayment(ev, a, plan, orders.StatusPaid)
 	case "checkout.session.async_payment_failed":
-		return asyncPayment(ev, a, plan, orders.StatusPaymentFailed)
+		return p.asyncPayment(ev, a, plan, orders.StatusPaymentFailed)
 	case "invoice.created", "invoice.finalized":
 		inv, _, err := readInvoice(ev, a, plan)
 		if err == nil {
@@ -110,17 +115,19 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	case "invoice.payment_failed":
 		return invoicePaymentFailed(ev, a, plan)
 	case "charge.refunded":
-		return chargeRefunded(ev, a, env, plan)
+		return p.chargeRefunded(ev, a, env, plan)
 	case "charge.refund.updated", "refund.created", "refund.updated", "refund.failed":
-		return refund(ev, a, plan)
+		return p.refund(ev, a, plan)
 	case "customer.created", "customer.updated":
 		return customer(ev, a, plan)
 	case "customer.subscription.created", "customer.subscription.updated", "customer.subscription.paused",
 		"customer.subscription.resumed", "customer.subscription.deleted", "customer.subscription.trial_will_end":
-		return subscription(ev, a, plan)
+		return p.subscription(ev, a, plan)
 	case "charge.dispute.created", "charge.dispute.updated", "charge.dispute.closed",
 		"charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated":
 		return p.dispute(ev, a, plan)
+	case "entitlements.active_entitlement_summary.updated":
+		return p.entitlementSummary(ev, a, plan)
 	}
 	return webhooks.ErrUnhandled
 }
@@ -184,7 +191,18 @@ func (s session) order(ev *webhooks.Event, a meta, status string) orders.Order {
 		CustomerEmail:   s.email(),
 		AccountID:       a.Account,
 		Livemode:        &a.Live,
+		CustomerKey:     entitlements.CustomerKey(Source, string(s.Customer)),
+		AppUserID:       s.appUser(),
 	}
+}
+
+// appUser is the app's user id the session carries: client_reference_id,
+// else metadata.app_user_id ("" when neither can be a subject).
+func (s session) appUser() string {
+	if u := entitlements.AppUser(deref(s.ClientReferenceID)); u != "" {
+		return u
+	}
+	return entitlements.AppUser(s.Metadata.AppUserID)
 }
 
 // remember records the address of the customer an event names with one.
@@ -204,7 +222,7 @@ func paidSteps(plan *webhooks.Plan, o orders.Order) {
 	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation", To: o.CustomerEmail}}, cond, args...)
 }
 
-func checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+func (p *Provider) checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	s, err := readSession(ev)
 	if err != nil {
 		return err
@@ -223,12 +241,13 @@ func checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	if status == orders.StatusPaid {
 		paidSteps(plan, o)
 	}
+	p.followSession(plan, s, a, status)
 	return nil
 }
 
 // asyncPayment moves a pending order to paid or payment_failed, creating
 // it in that state when its completed event has not arrived.
-func asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status string) error {
+func (p *Provider) asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status string) error {
 	s, err := readSession(ev)
 	if err != nil {
 		return err
@@ -236,6 +255,7 @@ func asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status string
 	remember(plan, ev, a, string(s.Customer), s.email())
 	o := s.order(ev, a, status)
 	orders.Upsert(plan, o, orders.Position{}, orders.StatusPendingPayment)
+	p.followSession(plan, s, a, status)
 	if status == orders.StatusPaid {
 		paidSteps(plan, o)
 		return nil
@@ -300,7 +320,7 @@ func invoicePaymentFailed(ev *webhooks.Event, a meta, plan *webhooks.Plan) error
 // charge, to the charge's address, else the order's. Its amount is what
 // this refund added (amount_refunded less previous_attributes.amount_refunded)
 // when the event says what it was before.
-func chargeRefunded(ev *webhooks.Event, a meta, env *envelope, plan *webhooks.Plan) error {
+func (p *Provider) chargeRefunded(ev *webhooks.Event, a meta, env *envelope, plan *webhooks.Plan) error {
 	ch, err := object(ev)
 	if err != nil {
 		return err
@@ -333,6 +353,7 @@ func chargeRefunded(ev *webhooks.Event, a meta, env *envelope, plan *webhooks.Pl
 	}
 	cond, args := orders.RefundRecorded(ev.ID)
 	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to, Data: data}), cond, args...)
+	p.follow(plan, entitlements.Change{OrderSource: Source, Payment: string(ch.PaymentIntent)})
 	return nil
 }
 
@@ -355,7 +376,7 @@ var refundEffects = map[string]orders.Effect{
 // sale again gets the confirmation and the fulfillment call it never had
 // (orders.RestoredSale). A refund of no payment intent, or of a status
 // this receiver does not know, is parked for an operator.
-func refund(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+func (p *Provider) refund(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	re, err := object(ev)
 	if err != nil {
 		return err
@@ -393,6 +414,7 @@ func refund(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	})
 	cond, args := orders.RestoredSale(string(re.PaymentIntent))
 	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation"}}, cond, args...)
+	p.follow(plan, entitlements.Change{OrderSource: Source, Payment: string(re.PaymentIntent)})
 	return nil
 }
 
@@ -418,7 +440,7 @@ func customer(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 // to have ended (a late delivery). Each email goes once, to the address an
 // earlier event gave for the subscription's customer; without one it is
 // recorded skipped.
-func subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
+func (p *Provider) subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	o, err := object(ev)
 	if err != nil {
 		return err
@@ -440,8 +462,14 @@ func subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 		AccountID:         a.Account,
 		EventID:           ev.ID,
 		At:                at,
+		Items:             subscriptionItems(o),
+		CustomerKey:       entitlements.CustomerKey(Source, string(o.Customer)),
+		AppUserID:         entitlements.AppUser(o.Metadata.AppUserID),
 	}
 	data := map[string]any{"SubscriptionID": sub.ExternalID}
+	if ev.Type != "customer.subscription.trial_will_end" {
+		defer p.follow(plan, entitlements.Change{SubscriptionSource: Source, SubscriptionID: sub.ExternalID, At: at, Status: o.Status})
+	}
 	switch ev.Type {
 	case "customer.subscription.created":
 		subscriptions.Insert(plan, sub)
@@ -532,6 +560,9 @@ func (p *Provider) dispute(ev *webhooks.Event, a meta, plan *webhooks.Plan) erro
 	}
 	if due > 0 {
 		d.EvidenceDueBy = time.Unix(due, 0).UTC()
+	}
+	if d.PaymentIntentID != "" {
+		defer p.follow(plan, entitlements.Change{OrderSource: Source, Payment: d.PaymentIntentID})
 	}
 	if ev.Type != "charge.dispute.created" {
 		disputes.Apply(plan, d)

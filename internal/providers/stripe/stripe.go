@@ -15,10 +15,12 @@ package stripe
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"encoding/json/jsontext"
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -75,10 +77,15 @@ var Spec = webhooks.Spec{
 		if err != nil {
 			return nil, err
 		}
-		return New(s.Secrets, WithFilter(filter), WithNotifyEmail(s.NotifyEmail)), nil
+		return New(s.Secrets, WithFilter(filter), WithNotifyEmail(s.NotifyEmail), WithEntitlements(s.Entitlements)), nil
 	},
 	Warnings: func(s webhooks.Settings) []string {
 		_, warnings, _ := FilterOf(s.Env)
+		if slices.Contains(s.EntitlementSources, Source) && s.Env(apiKey.Name) == "" {
+			warnings = append(warnings, "ENTITLEMENTS_FILE names Stripe ids but "+apiKey.Name+" is not set: a one-off "+
+				"Checkout Session's line items are read from Stripe's API, so its purchase grants nothing (its step is "+
+				"recorded skipped) until "+apiKey.Name+" is set and the step replayed; subscriptions grant as usual")
+		}
 		return warnings
 	},
 	WrongSecretHint: "the signature does not match any configured secret although it was signed just now: " +
@@ -105,6 +112,8 @@ type Provider struct {
 	secrets []string
 	filter  Filter
 	notify  string // NOTIFY_EMAIL: who is told of disputes
+	// entitlements: ENTITLEMENTS_FILE is set (WithEntitlements).
+	entitlements bool
 }
 
 // Option changes what New builds.
@@ -117,6 +126,10 @@ func WithFilter(f Filter) Option { return func(p *Provider) { p.filter = f } }
 // WithNotifyEmail sets who is told of new disputes (NOTIFY_EMAIL); without
 // it the notice is recorded skipped.
 func WithNotifyEmail(addr string) Option { return func(p *Provider) { p.notify = addr } }
+
+// WithEntitlements makes the provider's plans follow the rows that grant
+// entitlements (ENTITLEMENTS_FILE is set): see internal/entitlements.
+func WithEntitlements(on bool) Option { return func(p *Provider) { p.entitlements = on } }
 
 // New returns a provider that accepts deliveries signed with any of secrets
 // (more than one while a secret is rolled).
@@ -357,6 +370,10 @@ type dataObject struct {
 	CustomerDetails *struct {
 		Email *string `json:"email"`
 	} `json:"customer_details"`
+	Mode              string  `json:"mode"`                // payment, subscription, setup
+	ClientReferenceID *string `json:"client_reference_id"` // the app's user id, set when it made the session
+	// Metadata of a session or a subscription: only app_user_id is read.
+	Metadata appMetadata `json:"metadata"`
 
 	// Invoice
 	AmountDue    int64 `json:"amount_due"`
@@ -378,6 +395,11 @@ type dataObject struct {
 	Items             *struct {
 		Data []struct {
 			CurrentPeriodEnd *int64 `json:"current_period_end"`
+			Price            *struct {
+				ID      string     `json:"id"`
+				Product expandable `json:"product"`
+			} `json:"price"`
+			Quantity *int64 `json:"quantity"`
 		} `json:"data"`
 	} `json:"items"`
 
@@ -391,6 +413,10 @@ type dataObject struct {
 
 	// Customer
 	CustomerEmail *string `json:"email"`
+
+	// Stripe Entitlements' active entitlement summary (also Customer): at
+	// most 10 inline, has_more when the customer has more.
+	Entitlements *featureList `json:"entitlements"`
 
 	// Refund (also Amount, Currency, Status, Charge, PaymentIntent)
 	Created       *int64  `json:"created"` // when the refund was made (and the other objects: unread)
@@ -458,12 +484,43 @@ func (o *dataObject) Member(name []byte) any {
 		return &o.EvidenceDueBy
 	case "email":
 		return &o.CustomerEmail
+	case "mode":
+		return &o.Mode
+	case "client_reference_id":
+		return &o.ClientReferenceID
+	case "metadata":
+		return &o.Metadata
+	case "entitlements":
+		return &o.Entitlements
 	case "created":
 		return &o.Created
 	case "failure_reason":
 		return &o.FailureReason
 	}
 	return nil
+}
+
+// appMetadata is an object's metadata, the merchant's own: only its
+// app_user_id is read, when it is a string, and nothing in it makes an
+// event unreadable.
+type appMetadata struct{ AppUserID string }
+
+func (m *appMetadata) UnmarshalJSON(b []byte) error {
+	var v map[string]json.RawMessage
+	if webhooks.UnmarshalSigned(b, &v) == nil {
+		_ = webhooks.UnmarshalSigned(v["app_user_id"], &m.AppUserID)
+	}
+	return nil
+}
+
+// featureList is an active entitlement summary's list of a customer's
+// active features.
+type featureList struct {
+	Data []struct {
+		Feature   expandable `json:"feature"`
+		LookupKey string     `json:"lookup_key"`
+	} `json:"data"`
+	HasMore bool `json:"has_more"`
 }
 
 // unixSeconds is an event's created, read only as a hint (see

@@ -96,7 +96,11 @@ const (
 var thinTypes = func() []string {
 	out := []string{TypeGenerationFailure, TypeDestinationPing}
 	for _, t := range handledTypes {
-		out = append(out, "v1."+t)
+		// A Stripe Entitlements summary names no object the API can
+		// fetch: it comes to the snapshot endpoint only.
+		if t != "entitlements.active_entitlement_summary.updated" {
+			out = append(out, "v1."+t)
+		}
 	}
 	return out
 }()
@@ -144,7 +148,7 @@ var ThinSpec = webhooks.Spec{
 				return nil, err
 			}
 		}
-		return NewThin(s.Secrets, api, WithFilter(filter), WithNotifyEmail(s.NotifyEmail)), nil
+		return NewThin(s.Secrets, api, WithFilter(filter), WithNotifyEmail(s.NotifyEmail), WithEntitlements(s.Entitlements)), nil
 	},
 	Warnings: func(s webhooks.Settings) []string {
 		if len(s.Secrets) == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,7 +305,9 @@ func TestThinEveryHandledType(t *testing.T) {
 			v1 = append(v1, typ)
 		}
 	}
-	if len(v1) != len(stripe.Spec.Types) {
+	// Every type but a Stripe Entitlements summary, which names no object
+	// to fetch and comes to the snapshot endpoint only.
+	if len(v1) != len(stripe.Spec.Types)-1 || slices.Contains(v1, "v1.entitlements.active_entitlement_summary.updated") {
 		t.Fatalf("%d v1 thin types for the %d types the Stripe provider handles", len(v1), len(stripe.Spec.Types))
 	}
 	for _, typ := range v1 {
