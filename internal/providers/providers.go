@@ -102,7 +102,7 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 // Registry is what internal/server is built from besides its
 // configuration (whose providers are All).
 func Registry() server.Registry {
-	return server.Registry{Reconcilers: Reconcilers(), StepKinds: StepKinds, Endpoints: Endpoints()}
+	return server.Registry{Reconcilers: Reconcilers(), StepKinds: StepKinds, Endpoints: Endpoints(), Checkout: &stripe.Checkout}
 }
 
 // Sources returns the source name of every provider in specs.

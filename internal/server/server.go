@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
+	"github.com/paywebhooks/receiver/internal/checkout"
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/endpoints"
@@ -66,6 +67,8 @@ type Server struct {
 	// conns are HTTP_ADDR's listener's series (the listener comes with
 	// Run; the alerts count them from New on).
 	conns *connMetrics
+	// buyer are the GET routes a buyer's browser reaches (buyer.go).
+	buyer []buyerRoute
 }
 
 // headerTimeout is how long a request's headers may take to arrive on
@@ -110,6 +113,9 @@ type Registry struct {
 	// Endpoints are the providers' endpoint settings, checked
 	// periodically (endpoints.go).
 	Endpoints []endpoints.Provider
+	// Checkout is the provider whose checkout comes back to GET
+	// /checkout/return (buyer.go); nil: none.
+	Checkout *checkout.Provider
 }
 
 // Option changes what New builds.
@@ -201,6 +207,10 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.providers = append(s.providers, mounted{spec: spec, prov: provs[spec.Source], on: len(cfg.Providers[spec.Source].Secrets) > 0})
 	}
 
+	if err := s.setupCheckout(reg.Checkout); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	s.echo = s.router()
 	s.http = &http.Server{
 		Addr:    cfg.HTTPAddr,

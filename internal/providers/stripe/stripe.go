@@ -60,7 +60,7 @@ var Spec = webhooks.Spec{
 		},
 		Mask: func(string) string { return "whsec_****" },
 	},
-	Vars:             []webhooks.Var{apiKey, apiBase, liveMode, connectAccounts},
+	Vars:             []webhooks.Var{apiKey, apiBase, liveMode, connectAccounts, successURL},
 	SignatureHeaders: []string{"Stripe-Signature"},
 	Types:            handledTypes,
 	APIVersion:       stripego.APIVersion,
