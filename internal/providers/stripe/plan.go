@@ -21,6 +21,7 @@ const (
 	StepPaymentFailedEmail     = "email.payment_failed"
 	StepReceiptEmail           = "email.receipt"
 	StepDunningEmail           = "email.dunning"
+	StepActionRequiredEmail    = "email.action_required"
 	StepRefundEmail            = "email.refund"
 	StepTrialEndingEmail       = "email.trial_ending"
 	StepSubscriptionEndedEmail = "email.subscription_ended"
@@ -31,7 +32,7 @@ const (
 var handledTypes = []string{
 	"checkout.session.completed", "checkout.session.async_payment_succeeded",
 	"checkout.session.async_payment_failed", "invoice.created", "invoice.finalized", "invoice.paid",
-	"invoice.payment_failed", "charge.refunded",
+	"invoice.payment_failed", "invoice.payment_action_required", "charge.refunded",
 	"charge.refund.updated", "refund.created", "refund.updated", "refund.failed",
 	"customer.created", "customer.updated",
 	"customer.subscription.created", "customer.subscription.updated", "customer.subscription.paused",
@@ -44,7 +45,8 @@ var handledTypes = []string{
 // API filters on at most MaxListTypes, so it leaves out events whose state
 // others it lists carry too: the two dispute events that only move money
 // (funds_withdrawn, funds_reinstated: the dispute's other events carry its
-// state), and the refund.* events (charge.refunded counts a refund made;
+// state), invoice.finalized (which records what invoice.created records,
+// and the invoice's payment events create it too), and the refund.* events (charge.refunded counts a refund made;
 // charge.refund.updated, which Stripe sends for the refunds of a charge,
 // card refunds among them, carries a refund's failure). A failure or
 // cancellation that only a refund.* event tells (a refund of another
@@ -54,7 +56,7 @@ var catchUpTypes = func() []string {
 	var out []string
 	for _, t := range handledTypes {
 		switch t {
-		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
+		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated", "invoice.finalized",
 			"refund.created", "refund.updated", "refund.failed":
 		default:
 			out = append(out, t)
@@ -108,7 +110,9 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	case "invoice.paid":
 		return invoicePaid(ev, a, plan)
 	case "invoice.payment_failed":
-		return invoicePaymentFailed(ev, a, plan)
+		return invoiceAttempt(ev, a, plan, invoices.AttemptFailed)
+	case "invoice.payment_action_required":
+		return invoiceAttempt(ev, a, plan, invoices.AttemptActionRequired)
 	case "charge.refunded":
 		return chargeRefunded(ev, a, env, plan)
 	case "charge.refund.updated", "refund.created", "refund.updated", "refund.failed":
@@ -247,13 +251,13 @@ func asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status string
 
 // readInvoice reads the event's invoice, and remembers its customer's
 // address.
-func readInvoice(ev *webhooks.Event, a meta, plan *webhooks.Plan) (invoices.Invoice, int, error) {
+func readInvoice(ev *webhooks.Event, a meta, plan *webhooks.Plan) (invoices.Invoice, *dataObject, error) {
 	in, err := object(ev)
 	if err != nil {
-		return invoices.Invoice{}, 0, err
+		return invoices.Invoice{}, nil, err
 	}
 	if in.ID == "" {
-		return invoices.Invoice{}, 0, webhooks.Unprocessable("%s %s: invoice has no id", ev.Type, ev.ID)
+		return invoices.Invoice{}, nil, webhooks.Unprocessable("%s %s: invoice has no id", ev.Type, ev.ID)
 	}
 	remember(plan, ev, a, string(in.Customer), deref(in.Email))
 	return invoices.Invoice{
@@ -263,34 +267,7 @@ func readInvoice(ev *webhooks.Event, a meta, plan *webhooks.Plan) (invoices.Invo
 		Currency:        in.Currency,
 		CustomerEmail:   deref(in.Email),
 		AccountID:       a.Account,
-	}, in.AttemptCount, nil
-}
-
-func invoicePaid(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
-	inv, _, err := readInvoice(ev, a, plan)
-	if err != nil {
-		return err
-	}
-	invoices.MarkPaid(plan, inv)
-	cond, args := invoices.BecamePaid(inv.StripeInvoiceID)
-	plan.StepIf(mail.Step(StepReceiptEmail, mail.Email{Template: "invoice_receipt", To: inv.CustomerEmail,
-		Data: map[string]any{"InvoiceID": inv.StripeInvoiceID, "AmountPaid": inv.AmountPaid, "Currency": inv.Currency}}),
-		cond, args...)
-	return nil
-}
-
-func invoicePaymentFailed(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
-	inv, attempt, err := readInvoice(ev, a, plan)
-	if err != nil {
-		return err
-	}
-	invoices.RecordPaymentFailure(plan, ev.ID, inv, attempt)
-	cond, args := invoices.FailureToDun(ev.ID, inv.StripeInvoiceID)
-	plan.StepIf(mail.Step(StepDunningEmail, mail.Email{Template: "dunning", To: inv.CustomerEmail,
-		Data: map[string]any{"InvoiceID": inv.StripeInvoiceID, "AmountDue": inv.AmountDue,
-			"Currency": inv.Currency, "AttemptCount": attempt}}),
-		cond, args...)
-	return nil
+	}, in, nil
 }
 
 // chargeRefunded records the charge's cumulative amount_refunded, as of

@@ -362,6 +362,11 @@ type dataObject struct {
 	AmountDue    int64 `json:"amount_due"`
 	AmountPaid   int64 `json:"amount_paid"`
 	AttemptCount int   `json:"attempt_count"`
+	// HostedInvoiceURL is the page where the customer pays (or confirms)
+	// the invoice; NextPaymentAttempt when Stripe tries again (null: it
+	// will not).
+	HostedInvoiceURL   *string `json:"hosted_invoice_url"`
+	NextPaymentAttempt *int64  `json:"next_payment_attempt"`
 
 	// Charge
 	AmountRefunded int64   `json:"amount_refunded"`
@@ -434,6 +439,10 @@ func (o *dataObject) Member(name []byte) any {
 		return &o.AmountPaid
 	case "attempt_count":
 		return &o.AttemptCount
+	case "hosted_invoice_url":
+		return &o.HostedInvoiceURL
+	case "next_payment_attempt":
+		return &o.NextPaymentAttempt
 	case "amount_refunded":
 		return &o.AmountRefunded
 	case "receipt_email":
