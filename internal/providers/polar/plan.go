@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/dunning"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"
@@ -17,6 +18,7 @@ const (
 	StepConfirmationEmail = sales.StepConfirmation
 	StepFulfillment       = sales.StepFulfillment
 	StepRefundEmail       = "email.refund"
+	StepPastDueEmail      = dunning.StepPastDue
 )
 
 // handledTypes are the event types Plan acts on.
@@ -112,7 +114,7 @@ func orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	}, orders.Position{})
 	var sale sales.Sale
 	if o.Email != "" {
-		sale.Email = mail.Email{Template: "order_confirmation", To: o.Email}
+		sale.Email = mail.Email{Template: "order_confirmation", To: o.Email, Customer: mail.CustomerOf(Source, d.CustomerID, "")}
 	}
 	cond, args := orders.Changed(Source, o.ID, orders.Sold...)
 	sales.Plan(plan, sale, cond, args...)
@@ -146,7 +148,7 @@ func orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Plan) error {
 	if o.Email == "" {
 		cond = sales.WithAddress(cond)
 	}
-	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: o.Email, Data: map[string]any{
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: o.Email, Customer: mail.CustomerOf(Source, d.CustomerID, ""), Data: map[string]any{
 		"PaymentIntentID": o.ID, "TotalRefunded": refunded, "AmountCents": o.AmountCents, "Currency": o.Currency}}),
 		cond, args...)
 	return nil
@@ -201,6 +203,11 @@ func subscription(ev *webhooks.Event, e *event, plan *webhooks.Plan) error {
 		return nil
 	}
 	subscriptions.Apply(plan, sub, finalSubscription)
+	past := dunning.PastDue{Sub: sub, Period: d.CurrentPeriodStart, Final: finalSubscription}
+	if d.Customer != nil {
+		past.To = d.Customer.Email
+	}
+	dunning.Plan(plan, past)
 	return nil
 }
 

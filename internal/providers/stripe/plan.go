@@ -176,6 +176,12 @@ func (s session) email() string {
 	return deref(s.Email)
 }
 
+// customer is the session's customer, whose billing portal its emails
+// link to; nil for a guest checkout.
+func (s session) customer(a meta) *mail.Customer {
+	return mail.CustomerOf(Source, string(s.Customer), a.Account)
+}
+
 func (s session) order(ev *webhooks.Event, a meta, status string) orders.Order {
 	return orders.Order{
 		Source:          Source,
@@ -203,9 +209,9 @@ func remember(plan *webhooks.Plan, ev *webhooks.Event, a meta, customerID, email
 // refunded: a partial refund that arrived first leaves the sale standing).
 // An order that starts refunded in full (its refund arrived first) gets
 // neither.
-func paidSteps(plan *webhooks.Plan, o orders.Order) {
+func paidSteps(plan *webhooks.Plan, o orders.Order, c *mail.Customer) {
 	cond, args := orders.Changed(o.Source, o.ExternalID, orders.Sold...)
-	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation", To: o.CustomerEmail}}, cond, args...)
+	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation", To: o.CustomerEmail, Customer: c}}, cond, args...)
 }
 
 func checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
@@ -225,7 +231,7 @@ func checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 	o := s.order(ev, a, status)
 	orders.Create(plan, o, orders.Position{})
 	if status == orders.StatusPaid {
-		paidSteps(plan, o)
+		paidSteps(plan, o, s.customer(a))
 	}
 	return nil
 }
@@ -241,11 +247,12 @@ func asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status string
 	o := s.order(ev, a, status)
 	orders.Upsert(plan, o, orders.Position{}, orders.StatusPendingPayment)
 	if status == orders.StatusPaid {
-		paidSteps(plan, o)
+		paidSteps(plan, o, s.customer(a))
 		return nil
 	}
 	cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaymentFailed)
-	plan.StepIf(mail.Step(StepPaymentFailedEmail, mail.Email{Template: "payment_failed", To: o.CustomerEmail}), cond, args...)
+	plan.StepIf(mail.Step(StepPaymentFailedEmail, mail.Email{Template: "payment_failed", To: o.CustomerEmail, Customer: s.customer(a)}),
+		cond, args...)
 	return nil
 }
 
@@ -309,7 +316,8 @@ func chargeRefunded(ev *webhooks.Event, a meta, env *envelope, plan *webhooks.Pl
 		data["AmountRefunded"] = ch.AmountRefunded - prev.AmountRefunded.N
 	}
 	cond, args := orders.RefundRecorded(ev.ID)
-	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to, Data: data}), cond, args...)
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to, Customer: mail.CustomerOf(Source, string(ch.Customer), a.Account),
+		Data: data}), cond, args...)
 	return nil
 }
 
@@ -433,7 +441,8 @@ func subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 		}
 		cond, args := subscriptions.Noticed(Source, sub.ExternalID, "ended")
 		cond, args = customers.WithAddress(cond, args, Source, sub.CustomerID)
-		plan.StepIf(mail.Step(StepSubscriptionEndedEmail, mail.Email{Template: "subscription_ended", Data: data}), cond, args...)
+		plan.StepIf(mail.Step(StepSubscriptionEndedEmail, mail.Email{Template: "subscription_ended", Data: data,
+			Customer: mail.CustomerOf(Source, sub.CustomerID, a.Account)}), cond, args...)
 	case "customer.subscription.trial_will_end":
 		notice := "trial_will_end:" + ev.ID
 		if o.TrialEnd != nil && *o.TrialEnd > 0 {
@@ -444,7 +453,8 @@ func subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
 		subscriptions.Notice(plan, Source, sub.ExternalID, notice, ev.ID)
 		cond, args := subscriptions.Noticed(Source, sub.ExternalID, notice, finalSubscription...)
 		cond, args = customers.WithAddress(cond, args, Source, sub.CustomerID)
-		plan.StepIf(mail.Step(StepTrialEndingEmail, mail.Email{Template: "trial_ending", Data: data}), cond, args...)
+		plan.StepIf(mail.Step(StepTrialEndingEmail, mail.Email{Template: "trial_ending", Data: data,
+			Customer: mail.CustomerOf(Source, sub.CustomerID, a.Account)}), cond, args...)
 	default:
 		subscriptions.Apply(plan, sub, finalSubscription)
 	}
