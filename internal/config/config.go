@@ -108,6 +108,8 @@ type Config struct {
 	// PublicURL (PUBLIC_URL) is the receiver's public base URL, without a
 	// trailing slash: "" when unset (public.go).
 	PublicURL string
+	// Portal is the billing-portal links' configuration (portal.go).
+	Portal Portal
 
 	// Warnings are what start-up logs about values it accepts but should
 	// not have to (a short secret).
@@ -382,6 +384,7 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	}
 	c.SilenceAlertAfter = l.silences("SILENCE_ALERT_AFTER", specs)
 	c.loadPublicURL(&l)
+	c.loadPortal(&l)
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
@@ -701,6 +704,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LOG_FORMAT", string(c.LogFormat)),
 		slog.String("MAIL_TEMPLATES_DIR", c.MailTemplatesDir),
 	)
+	attrs = append(attrs, c.Portal.portalLog()...)
 	return slog.GroupValue(attrs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
+	"maps"
 	"net/textproto"
 
 	"github.com/paywebhooks/receiver/internal/orders"
@@ -104,6 +105,11 @@ type Kind struct {
 	// Templates are those the emails are rendered with (MAIL_TEMPLATES_DIR);
 	// nil: the built-in ones.
 	Templates *Templates
+	// Portal, when set, makes the link to a customer's billing portal
+	// (internal/portal), the template's PortalURL for an email with a
+	// Customer; "" for none. Made when the email is sent, so that it is
+	// valid for as long from then.
+	Portal func(Customer) string
 }
 
 // Prepare implements webhooks.StepKind: the sender and the Message-ID's
@@ -172,7 +178,17 @@ func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) erro
 }
 
 func (k Kind) run(ctx context.Context, key string, e Email) error {
-	subject, text, html, err := k.Templates.Render(e.Template, e.data())
+	data := e.data()
+	if e.Customer != nil && k.Portal != nil {
+		if link := k.Portal(*e.Customer); link != "" {
+			data = maps.Clone(data)
+			if data == nil {
+				data = map[string]any{}
+			}
+			data["PortalURL"] = link
+		}
+	}
+	subject, text, html, err := k.Templates.Render(e.Template, data)
 	if err != nil {
 		return &invalidError{msg: fmt.Sprintf("render %s: %v", e.Template, err)}
 	}

@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/paywebhooks/receiver/internal/checkout"
+	"github.com/paywebhooks/receiver/internal/portal"
 )
 
 // buyerRoute is a GET route of HTTP_ADDR that a buyer's browser reaches
@@ -52,5 +55,31 @@ func (s *Server) setupCheckout(p *checkout.Provider) error {
 		h.Wait(wctx)
 	})
 	s.log.Info("checkout return route mounted", "route", checkout.Route)
+	return nil
+}
+
+// setupPortal mounts GET /billing/portal when the emails carry billing-portal
+// links: PORTAL_LINK_SECRET, PUBLIC_URL and a provider with a portal whose
+// API key is set (the same test as the email steps', providers.StepKinds).
+func (s *Server) setupPortal(ps []portal.Provider) error {
+	keys, openers, off, err := portal.Setup(s.cfg.PortalSettings(), ps)
+	switch {
+	case err != nil:
+		return err
+	case off != "":
+		s.log.Warn("billing portal links off: " + off)
+		return nil
+	case keys == nil:
+		return nil
+	}
+	h := portal.New(portal.Config{Keys: keys, Openers: openers, Uses: s.cfg.Portal.Uses, ReturnURL: s.cfg.Portal.ReturnURL,
+		DB: s.pool, ClientIP: ipExtractor(s.cfg.TrustedProxies), Log: s.log, Registerer: s.registry})
+	s.buyer = append(s.buyer, buyerRoute{path: portal.Route, h: h})
+	sources := make([]string, 0, len(openers))
+	for source := range openers {
+		sources = append(sources, source)
+	}
+	slices.Sort(sources)
+	s.log.Info("billing portal links on", "route", portal.Route, "providers", strings.Join(sources, ","))
 	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/endpoints"
+	"github.com/paywebhooks/receiver/internal/portal"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -116,6 +117,9 @@ type Registry struct {
 	// Checkout is the provider whose checkout comes back to GET
 	// /checkout/return (buyer.go); nil: none.
 	Checkout *checkout.Provider
+	// Portals are the providers whose billing portal GET /billing/portal
+	// opens (buyer.go).
+	Portals []portal.Provider
 }
 
 // Option changes what New builds.
@@ -208,6 +212,10 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	}
 
 	if err := s.setupCheckout(reg.Checkout); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.setupPortal(reg.Portals); err != nil {
 		pool.Close()
 		return nil, err
 	}
