@@ -42,9 +42,7 @@ package checkout
 import (
 	"context"
 	"log/slog"
-	"math"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -162,23 +160,12 @@ func New(cfg Config) *Handler {
 	if cfg.ProcessTimeout <= 0 {
 		cfg.ProcessTimeout = time.Minute
 	}
-	h := &Handler{cfg: cfg, limiter: ratelimit.New(cfg.Limits), slots: make(chan struct{}, MaxInFlight),
-		outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "checkout_returns_total",
-			Help: "Buyers back from checkout (GET /checkout/return), by what became of the return: fulfilled (the sale's steps ran, or were done), pending (still running at the redirect), failed, known (the order was past payment: no call), unpaid, unknown, ignored (another mode or account), api_failed, busy, throttled (429), malformed (400).",
-		}, []string{"outcome"}),
-	}
-	for _, o := range Outcomes {
-		h.outcomes.WithLabelValues(o)
-	}
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.outcomes)
-	}
-	return h
+	return &Handler{cfg: cfg, limiter: ratelimit.New(cfg.Limits), slots: make(chan struct{}, MaxInFlight),
+		outcomes: ratelimit.Outcomes("checkout_returns_total", "Buyers back from checkout (GET /checkout/return), by what "+
+			"became of the return: fulfilled (the sale's steps ran, or were done), pending (still running at the redirect), "+
+			"failed, known (the order was past payment: no call), unpaid, unknown, ignored (another mode or account), "+
+			"api_failed, busy, throttled (429), malformed (400).", Outcomes, cfg.Registerer)}
 }
-
-// Outcome is the counter of one outcome (tests).
-func (h *Handler) Outcome(o string) prometheus.Counter { return h.outcomes.WithLabelValues(o) }
 
 // ServeHTTP answers a return: 400 for a malformed id, 429 for a client over
 // its rate, else 303 to the success URL, once the session has been read and
@@ -192,16 +179,15 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if len(ids) != 1 || len(accounts) > 1 || !h.cfg.Sessions.Valid(ids[0], account) {
 		h.outcomes.WithLabelValues("malformed").Inc()
-		plain(w, http.StatusBadRequest, "This link is not a checkout return: its session_id is missing or malformed.\n")
+		ratelimit.Page(w, http.StatusBadRequest, 0, "This link is not a checkout return: its session_id is missing or malformed.")
 		return
 	}
 	id := ids[0]
 	ctx := reqlog.With(r.Context(), "checkout_session", id)
-	switch v, wait := h.limiter.Allow(ratelimit.Client(h.clientIP(r)), h.cfg.Now()); v {
+	switch v, wait := h.limiter.Allow(ratelimit.ClientOf(r, h.cfg.ClientIP), h.cfg.Now()); v {
 	case ratelimit.ClientLimited:
 		h.outcomes.WithLabelValues("throttled").Inc()
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(wait, time.Second).Seconds())), 10))
-		plain(w, http.StatusTooManyRequests, "Too many requests from your address: try again in a moment.\n")
+		ratelimit.Page(w, http.StatusTooManyRequests, wait, "Too many requests from your address: try again in a moment.")
 		return
 	case ratelimit.OverallLimited:
 		h.done(ctx, w, id, "busy")
@@ -285,24 +271,4 @@ func (h *Handler) Wait(ctx context.Context) {
 	case <-done:
 	case <-ctx.Done():
 	}
-}
-
-func (h *Handler) clientIP(r *http.Request) string {
-	if h.cfg.ClientIP != nil {
-		return h.cfg.ClientIP(r)
-	}
-	host := r.RemoteAddr
-	if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		host = strings.Trim(host[:i], "[]")
-	}
-	return host
-}
-
-// plain answers a short text page.
-func plain(w http.ResponseWriter, status int, text string) {
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(text))
 }

@@ -31,11 +31,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math"
 	"net/http"
 	"net/url"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -174,61 +171,49 @@ func New(cfg Config) *Handler {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	h := &Handler{cfg: cfg, limiter: ratelimit.New(cfg.Limits), outcomes: prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "billing_portal_links_total",
-		Help: "Billing-portal links followed (GET /billing/portal), by what became of them: opened (redirected to a fresh portal session), forged, expired, used_up, unavailable (the provider's portal is not configured), api_failed, throttled (429), busy, failed.",
-	}, []string{"outcome"})}
-	for _, o := range Outcomes {
-		h.outcomes.WithLabelValues(o)
-	}
-	if cfg.Registerer != nil {
-		cfg.Registerer.MustRegister(h.outcomes)
-	}
-	return h
+	return &Handler{cfg: cfg, limiter: ratelimit.New(cfg.Limits), outcomes: ratelimit.Outcomes("billing_portal_links_total",
+		"Billing-portal links followed (GET /billing/portal), by what became of them: opened (redirected to a fresh "+
+			"portal session), forged, expired, used_up, unavailable (the provider's portal is not configured), api_failed, "+
+			"throttled (429), busy, failed.", Outcomes, cfg.Registerer)}
 }
-
-// Outcome is the counter of one outcome (tests).
-func (h *Handler) Outcome(o string) prometheus.Counter { return h.outcomes.WithLabelValues(o) }
 
 // ServeHTTP answers a link: 303 to a fresh portal session, or a plain page.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ts := r.URL.Query()["t"]
-	switch v, wait := h.limiter.Allow(ratelimit.Client(h.clientIP(r)), h.cfg.Now()); v {
+	switch v, wait := h.limiter.Allow(ratelimit.ClientOf(r, h.cfg.ClientIP), h.cfg.Now()); v {
 	case ratelimit.ClientLimited:
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(wait, time.Second).Seconds())), 10))
-		h.page(w, r, "throttled", http.StatusTooManyRequests, "Too many requests from your address: try again in a moment.")
+		h.page(w, r, "throttled", http.StatusTooManyRequests, wait, "Too many requests from your address: try again in a moment.")
 		return
 	case ratelimit.OverallLimited:
-		w.Header().Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(wait, time.Second).Seconds())), 10))
-		h.page(w, r, "busy", http.StatusServiceUnavailable, "The billing portal is busy: try again in a moment.")
+		h.page(w, r, "busy", http.StatusServiceUnavailable, wait, "The billing portal is busy: try again in a moment.")
 		return
 	}
 	if len(ts) != 1 {
-		h.page(w, r, "forged", http.StatusForbidden, "This link does not work. "+askAgain)
+		h.page(w, r, "forged", http.StatusForbidden, 0, "This link does not work. "+askAgain)
 		return
 	}
 	c, err := h.cfg.Keys.Open(ts[0])
 	switch {
 	case err != nil:
-		h.page(w, r, "forged", http.StatusForbidden, "This link does not work. "+askAgain)
+		h.page(w, r, "forged", http.StatusForbidden, 0, "This link does not work. "+askAgain)
 		return
 	case !h.cfg.Now().Before(c.Expires):
-		h.page(w, r, "expired", http.StatusGone, "This link has expired. "+askAgain)
+		h.page(w, r, "expired", http.StatusGone, 0, "This link has expired. "+askAgain)
 		return
 	}
 	opener := h.cfg.Openers[c.Source]
 	if opener == nil {
-		h.page(w, r, "unavailable", http.StatusGone, "This link does not work any more. "+askAgain)
+		h.page(w, r, "unavailable", http.StatusGone, 0, "This link does not work any more. "+askAgain)
 		return
 	}
 	ctx := r.Context()
 	switch ok, err := h.use(ctx, c); {
 	case err != nil:
 		h.cfg.Log.ErrorContext(ctx, "billing portal: the link's use not counted", "error", err)
-		h.page(w, r, "failed", http.StatusServiceUnavailable, "The billing portal cannot be opened right now: try again in a moment.")
+		h.page(w, r, "failed", http.StatusServiceUnavailable, 0, "The billing portal cannot be opened right now: try again in a moment.")
 		return
 	case !ok:
-		h.page(w, r, "used_up", http.StatusGone, "This link has been used as often as it may be. "+askAgain)
+		h.page(w, r, "used_up", http.StatusGone, 0, "This link has been used as often as it may be. "+askAgain)
 		return
 	}
 	octx, cancel := context.WithTimeout(ctx, OpenTimeout)
@@ -240,7 +225,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		h.giveBack(context.WithoutCancel(ctx), c)
 		h.cfg.Log.WarnContext(ctx, "billing portal: session not opened", "source", c.Source, "error", err)
-		h.page(w, r, "api_failed", http.StatusBadGateway, "The billing portal cannot be opened right now: try again in a moment.")
+		h.page(w, r, "api_failed", http.StatusBadGateway, 0, "The billing portal cannot be opened right now: try again in a moment.")
 		return
 	}
 	h.outcomes.WithLabelValues("opened").Inc()
@@ -255,17 +240,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 const askAgain = "Please ask for a new link: reply to the email you received it in, or contact us."
 
 // page answers a plain text page and counts the outcome.
-func (h *Handler) page(w http.ResponseWriter, r *http.Request, outcome string, status int, text string) {
+func (h *Handler) page(w http.ResponseWriter, r *http.Request, outcome string, status int, retry time.Duration, text string) {
 	h.outcomes.WithLabelValues(outcome).Inc()
 	if outcome != "throttled" && outcome != "busy" {
 		h.cfg.Log.InfoContext(r.Context(), "billing portal link refused", "outcome", outcome)
 	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.Header().Set("Referrer-Policy", "no-referrer")
-	w.WriteHeader(status)
-	_, _ = w.Write([]byte(text + "\n"))
+	ratelimit.Page(w, status, retry, text)
 }
 
 // The uses of a link, by its token's nonce (migration 23): counted before
@@ -317,15 +297,4 @@ func checkURL(s string) error {
 		return errors.New("the provider's answer has no portal URL")
 	}
 	return nil
-}
-
-func (h *Handler) clientIP(r *http.Request) string {
-	if h.cfg.ClientIP != nil {
-		return h.cfg.ClientIP(r)
-	}
-	host := r.RemoteAddr
-	if i := strings.LastIndexByte(host, ':'); i >= 0 {
-		host = strings.Trim(host[:i], "[]")
-	}
-	return host
 }

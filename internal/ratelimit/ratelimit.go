@@ -28,9 +28,14 @@ package ratelimit
 
 import (
 	"math"
+	"net"
+	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Limits are a limiter's rates. Zero fields take Defaults'.
@@ -180,4 +185,46 @@ func Client(addr string) string {
 		return p.String()
 	}
 	return a.String()
+}
+
+// ClientOf is the key a request's client is limited by: Client of its
+// address as ip makes it (TRUSTED_PROXIES), else of the socket's peer.
+func ClientOf(r *http.Request, ip func(*http.Request) string) string {
+	if ip != nil {
+		return Client(ip(r))
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return Client(host)
+}
+
+// Page answers a public route's short plain-text page with status, never
+// cached, and with Retry-After (at least a second) when retry is set.
+func Page(w http.ResponseWriter, status int, retry time.Duration, text string) {
+	h := w.Header()
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	if retry > 0 {
+		h.Set("Retry-After", strconv.FormatInt(int64(math.Ceil(max(retry, time.Second).Seconds())), 10))
+	}
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(text + "\n"))
+}
+
+// Outcomes returns the counter of what became of a public route's requests,
+// labelled outcome, every value of outcomes present from the start (at 0),
+// registered with reg when it is not nil.
+func Outcomes(name, help string, outcomes []string, reg prometheus.Registerer) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, []string{"outcome"})
+	for _, o := range outcomes {
+		c.WithLabelValues(o)
+	}
+	if reg != nil {
+		reg.MustRegister(c)
+	}
+	return c
 }

@@ -1,7 +1,6 @@
 package paddle_test
 
 import (
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -29,15 +28,10 @@ func TestBillingPortalLink(t *testing.T) {
 	if m == nil || strings.Contains(text, "ctm_") {
 		t.Fatalf("the confirmation has no link, or names the customer:\n%s", text)
 	}
-	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(r.URL + m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
+	res := r.Get(t, m[1], nil)
 	sessions := api.PortalSessions()
-	if res.StatusCode != http.StatusSeeOther || len(sessions) != 1 || res.Header.Get("Location") != sessions[0].URL ||
+	if res.Status != http.StatusSeeOther || len(sessions) != 1 || res.Header.Get("Location") != sessions[0].URL ||
 		sessions[0].Customer != "ctm_01jpm5q1nxw1rnj47e65gh2bh8" {
-		t.Errorf("the link: %d to %q; sessions %+v", res.StatusCode, res.Header.Get("Location"), sessions)
+		t.Errorf("the link: %d to %q; sessions %+v", res.Status, res.Header.Get("Location"), sessions)
 	}
 }

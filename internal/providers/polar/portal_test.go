@@ -1,7 +1,6 @@
 package polar_test
 
 import (
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -31,15 +30,10 @@ func TestBillingPortalLink(t *testing.T) {
 		t.Fatalf("the past-due email has no link, or names the customer:\n%s", text)
 	}
 	t.Logf("as sent to the SMTP sink:\n%s", text)
-	res, err := (&http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Get(r.URL + m[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, res.Body)
-	res.Body.Close()
+	res := r.Get(t, m[1], nil)
 	sessions := api.PortalSessions()
-	if res.StatusCode != http.StatusSeeOther || len(sessions) != 1 || res.Header.Get("Location") != sessions[0].URL ||
+	if res.Status != http.StatusSeeOther || len(sessions) != 1 || res.Header.Get("Location") != sessions[0].URL ||
 		sessions[0].Customer != "9b2d4c1e-7a3f-4e8b-8c5d-1f6e2a7b3c04" || sessions[0].ReturnURL != "https://shop.example.com/account" {
-		t.Errorf("the link: %d to %q; sessions %+v", res.StatusCode, res.Header.Get("Location"), sessions)
+		t.Errorf("the link: %d to %q; sessions %+v", res.Status, res.Header.Get("Location"), sessions)
 	}
 }

@@ -2,7 +2,6 @@ package stripe_test
 
 import (
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -47,35 +46,20 @@ func returnSession(id, paymentStatus string) map[string]any {
 	return s
 }
 
-// returned is the receiver's answer to a return.
+// returned is the receiver's answer to a return, and how long it took.
 type returned struct {
-	Status   int
+	rt.Response
 	Location string
-	Header   http.Header
-	Body     string
 	Took     time.Duration
 }
-
-var noFollow = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 
 // back sends GET /checkout/return?<query> from the client address client
 // (X-Forwarded-For, which TRUSTED_PROXIES makes the client).
 func (g *returnRig) back(t *testing.T, query, client string) returned {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, g.r.URL+"/checkout/return?"+query, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Forwarded-For", client)
 	start := time.Now()
-	res, err := noFollow.Do(req)
-	if err != nil {
-		t.Errorf("GET /checkout/return?%s: %v", query, err)
-		return returned{}
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return returned{Status: res.StatusCode, Location: res.Header.Get("Location"), Header: res.Header, Body: string(b), Took: time.Since(start)}
+	res := g.r.Get(t, "/checkout/return?"+query, http.Header{"X-Forwarded-For": {client}})
+	return returned{Response: res, Location: res.Header.Get("Location"), Took: time.Since(start)}
 }
 
 // completed is the checkout.session.completed event of cs_test_ret.
@@ -203,13 +187,7 @@ func (g *returnRig) sessionReads() int {
 // metric reads one series of the receiver's /metrics.
 func (g *returnRig) metric(t *testing.T, series string) string {
 	t.Helper()
-	res, err := http.Get(g.r.URL + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	for line := range strings.Lines(string(b)) {
+	for line := range strings.Lines(g.r.Get(t, "/metrics", nil).Body) {
 		if v, ok := strings.CutPrefix(line, series+" "); ok {
 			return strings.TrimSpace(v)
 		}

@@ -3,7 +3,6 @@ package stripe_test
 import (
 	"encoding/base64"
 	"fmt"
-	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -35,21 +34,11 @@ func portalEnv(api *stripetest.Server, uses string) []rt.Option {
 
 var portalLink = regexp.MustCompile(`https://pay\.example\.com/billing/portal\?t=([A-Za-z0-9_-]+)`)
 
-// follow sends GET /billing/portal?t=<token> from client.
+// follow sends GET /billing/portal?<query> from client.
 func follow(t *testing.T, r *rt.Receiver, query, client string) (int, string, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, r.URL+"/billing/portal?"+query, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("X-Forwarded-For", client)
-	res, err := noFollow.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, _ := io.ReadAll(res.Body)
-	return res.StatusCode, res.Header.Get("Location"), string(b)
+	res := r.Get(t, "/billing/portal?"+query, http.Header{"X-Forwarded-For": {client}})
+	return res.Status, res.Header.Get("Location"), res.Body
 }
 
 // TestBillingPortalLinks: a customer email carries a link to the receiver,
