@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/paywebhooks/receiver/internal/mail"
 	paddle "github.com/paywebhooks/receiver/internal/providers/paddle"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
@@ -25,9 +26,19 @@ func TestDunningEmailsCarryPaddlesLinks(t *testing.T) {
 			"Update your payment method here:\nhttps://buyer-portal.paddle.com/subscriptions/sub_01jq4x5d8k9m2n3p4q5r6s7t8v/update-payment-method",
 			"cancel it here: https://buyer-portal.paddle.com/subscriptions/sub_01jq4x5d8k9m2n3p4q5r6s7t8v/cancel"},
 	}
+	// Each is a step of what it tells of, whatever event planned it: the
+	// transaction's attempt, the subscription's period.
+	ids := map[string]string{
+		"Payment for your order failed": mail.MessageID("transaction:"+txnA+":attempt:5d0c8c1e-2f4b-4a9d-8e7f-1b2c3d4e5f60/email.payment_failed", "example.test"),
+		"The payment for your subscription did not go through": mail.MessageID(
+			"subscription:paddle:sub_01jq4x5d8k9m2n3p4q5r6s7t8v:past_due:2026-03-15T10:00:00.000000Z/email.past_due", "example.test"),
+	}
 	seen := map[string]int{}
 	for _, m := range r.SMTP.Messages() {
 		seen[m.Subject()]++
+		if id, ok := ids[m.Subject()]; ok && m.MessageID != id {
+			t.Errorf("%q has Message-ID %s, want %s", m.Subject(), m.MessageID, id)
+		}
 		for _, line := range want[m.Subject()] {
 			if !strings.Contains(m.Text(), line) {
 				t.Errorf("%q lacks %q:\n%s", m.Subject(), line, m.Text())
