@@ -234,7 +234,10 @@ func (h *Handler) process(ctx context.Context, ev webhooks.Event) string {
 		defer cancel()
 		res := h.cfg.Processor.Process(pctx, h.cfg.Sessions.Provider(), ev)
 		outcome := "fulfilled"
-		if !res.Outcome.Acknowledged() {
+		switch {
+		case res.Outcome == webhooks.OutcomeLeaseConflict:
+			outcome = "pending" // another return, or the event, holds the steps: they finish there
+		case !res.Outcome.Acknowledged():
 			outcome = "failed"
 			h.cfg.Log.WarnContext(ctx, "checkout return: the sale's steps did not all finish; they are retried", "outcome", res.Outcome,
 				"error", res.Err)

@@ -303,3 +303,25 @@ func TestCheckoutReturnWhenStripeFails(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckoutSuccessURLChecked: CHECKOUT_SUCCESS_URL is an absolute
+// https:// URL (http:// to a loopback host), with the placeholder anywhere.
+func TestCheckoutSuccessURLChecked(t *testing.T) {
+	var check func(string) error
+	for _, v := range stripe.Spec.Vars {
+		if v.Name == "CHECKOUT_SUCCESS_URL" {
+			check = v.Check
+		}
+	}
+	if check == nil {
+		t.Fatal("the Stripe Spec has no CHECKOUT_SUCCESS_URL")
+	}
+	for v, ok := range map[string]bool{
+		returnSuccess: true, "https://shop.example.com/thanks/{CHECKOUT_SESSION_ID}": true, "http://127.0.0.1:3000/thanks": true,
+		"http://shop.example.com/thanks": false, "/thanks": false, "shop.example.com": false, "javascript:alert(1)": false,
+	} {
+		if err := check(v); (err == nil) != ok {
+			t.Errorf("%s: %v, want ok=%v", v, err, ok)
+		}
+	}
+}
