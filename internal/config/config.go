@@ -109,6 +109,8 @@ type Config struct {
 	// PublicURL (PUBLIC_URL) is the receiver's public base URL, without a
 	// trailing slash: "" when unset (public.go).
 	PublicURL string
+	// Portal is the billing-portal links' configuration (portal.go).
+	Portal Portal
 
 	// Entitlements is the catalogue (ENTITLEMENTS_FILE, read and checked
 	// by Load); nil when unset: no entitlements are kept or sent.
@@ -394,6 +396,7 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Config, error) {
 	c.SilenceAlertAfter = l.silences("SILENCE_ALERT_AFTER", specs)
 	c.loadPublicURL(&l)
 	c.loadEntitlements(&l)
+	c.loadPortal(&l)
 	if c.MaxBodyBytes <= 0 {
 		l.fail("MAX_BODY_BYTES", "must be a positive number of bytes")
 	}
@@ -742,6 +745,7 @@ func (c Config) LogValue() slog.Value {
 		slog.String("LOG_FORMAT", string(c.LogFormat)),
 		slog.String("MAIL_TEMPLATES_DIR", c.MailTemplatesDir),
 	)
+	attrs = append(attrs, c.Portal.portalLog()...)
 	return slog.GroupValue(attrs...)
 }
 

@@ -101,6 +101,10 @@ func (c Config) Fingerprint(salt []byte) (Fingerprint, error) {
 	f.plain("LEASE_DURATION", c.LeaseDuration.String())
 	f.plain("STEP_TIMEOUT", c.StepTimeout.String())
 	f.plain("MAX_STEP_ATTEMPTS", strconv.Itoa(c.MaxStepAttempts))
+	// The billing-portal links the emails carry (portal.go).
+	f.plain("PUBLIC_URL", c.PublicURL)
+	f.secret("PORTAL_LINK_SECRET", strings.TrimSuffix(strings.Repeat("****,", len(c.Portal.Keys)), ","), c.Portal.portalKeys(), false)
+	f.plain("PORTAL_LINK_TTL", c.Portal.TTL.String())
 	for _, s := range c.specs {
 		p := c.Providers[s.Source]
 		secrets := slices.Clone(p.Secrets)

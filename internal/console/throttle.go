@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/ratelimit"
 )
 
 // Every check of a presented token, a sign-in or a request with
@@ -220,18 +222,7 @@ func (t *throttle) size() int {
 // clientOf is the key a request's client is throttled by: its address as
 // TRUSTED_PROXIES makes it, an IPv6 address by its /64. An address that
 // does not parse shares one key with every other such.
-func (c *Console) clientOf(r *http.Request) string {
-	a, err := netip.ParseAddr(c.clientIP(r))
-	if err != nil {
-		return "unknown"
-	}
-	a = a.Unmap().WithZone("")
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p.String()
-	}
-	return a.String()
-}
+func (c *Console) clientOf(r *http.Request) string { return ratelimit.Client(c.clientIP(r)) }
 
 // clientIP is the request's client address: Config.ClientIP's, else the
 // socket's peer.

@@ -6,6 +6,7 @@ import (
 	jsonv2 "encoding/json/v2"
 	"errors"
 	"fmt"
+	"maps"
 	"net/textproto"
 
 	"github.com/paywebhooks/receiver/internal/orders"
@@ -27,6 +28,14 @@ type Email struct {
 	// template's OrderID, ExternalID, AmountCents and Currency unless Data
 	// sets them.
 	Order *orders.Order `json:"order,omitempty"`
+	// Facts are what the step's condition found in the event's
+	// transaction (a receipt's AfterFailure), put in the payload by the
+	// condition: template data over Data.
+	Facts map[string]any `json:"facts,omitempty"`
+	// Customer is the provider's customer the email is to, where the
+	// provider has a billing portal: the email then carries a link to it
+	// (Kind.Portal, PortalURL), never the customer's id.
+	Customer *Customer `json:"customer,omitempty"`
 	// From and MessageIDDomain are stamped when the step is planned, so
 	// that every attempt, wherever it runs, sends the same message.
 	From            string `json:"from,omitempty"`
@@ -53,16 +62,38 @@ func (e Email) recipient() string {
 }
 
 func (e Email) data() map[string]any {
-	if e.Order == nil {
+	if e.Order == nil && len(e.Facts) == 0 {
 		return e.Data
 	}
-	d := make(map[string]any, len(e.Data)+4)
-	d["OrderID"], d["ExternalID"], d["AmountCents"], d["Currency"] = e.Order.ID, e.Order.ExternalID,
-		e.Order.AmountCents, e.Order.Currency
+	d := make(map[string]any, len(e.Data)+len(e.Facts)+4)
+	if e.Order != nil {
+		d["OrderID"], d["ExternalID"], d["AmountCents"], d["Currency"] = e.Order.ID, e.Order.ExternalID,
+			e.Order.AmountCents, e.Order.Currency
+	}
 	for k, v := range e.Data {
 		d[k] = v
 	}
+	for k, v := range e.Facts {
+		d[k] = v
+	}
 	return d
+}
+
+// Customer names a provider's customer: whose billing portal a link in an
+// email opens.
+type Customer struct {
+	Source  string `json:"source"`            // the provider: stripe, paddle, polar
+	ID      string `json:"id"`                // cus_…, ctm_…, Polar's customer id
+	Account string `json:"account,omitempty"` // a Stripe connected account (acct_…)
+}
+
+// CustomerOf is the customer id of source (and account), or nil when id
+// is "" (an event that names no customer).
+func CustomerOf(source, id, account string) *Customer {
+	if id == "" {
+		return nil
+	}
+	return &Customer{Source: source, ID: id, Account: account}
 }
 
 // Kind runs email steps: it renders the step's template and hands the
@@ -74,6 +105,11 @@ type Kind struct {
 	// Templates are those the emails are rendered with (MAIL_TEMPLATES_DIR);
 	// nil: the built-in ones.
 	Templates *Templates
+	// Portal, when set, makes the link to a customer's billing portal
+	// (internal/portal), the template's PortalURL for an email with a
+	// Customer; "" for none. Made when the email is sent, so that it is
+	// valid for as long from then.
+	Portal func(Customer) string
 }
 
 // Prepare implements webhooks.StepKind: the sender and the Message-ID's
@@ -142,7 +178,17 @@ func (k Kind) Run(ctx context.Context, key string, payload json.RawMessage) erro
 }
 
 func (k Kind) run(ctx context.Context, key string, e Email) error {
-	subject, text, html, err := k.Templates.Render(e.Template, e.data())
+	data := e.data()
+	if e.Customer != nil && k.Portal != nil {
+		if link := k.Portal(*e.Customer); link != "" {
+			data = maps.Clone(data)
+			if data == nil {
+				data = map[string]any{}
+			}
+			data["PortalURL"] = link
+		}
+	}
+	subject, text, html, err := k.Templates.Render(e.Template, data)
 	if err != nil {
 		return &invalidError{msg: fmt.Sprintf("render %s: %v", e.Template, err)}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/portal"
 	"github.com/paywebhooks/receiver/internal/providers/github"
 	"github.com/paywebhooks/receiver/internal/providers/paddle"
 	"github.com/paywebhooks/receiver/internal/providers/polar"
@@ -93,8 +94,17 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 		client = fulfillment.New(cfg.FulfillmentURL)
 		client.Key = cfg.FulfillmentKey
 	}
+	var portalLink func(mail.Customer) string
+	if keys, openers, _, err := portal.Setup(cfg.PortalSettings(), Portals()); err == nil && keys != nil {
+		sources := map[string]bool{}
+		for s := range openers {
+			sources[s] = true
+		}
+		portalLink = (&portal.Linker{Keys: keys, Base: cfg.PublicURL, TTL: cfg.Portal.TTL, Sources: sources}).Link
+	}
 	kinds := webhooks.StepKinds{
-		mail.KindEmail:              mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain(), Templates: cfg.MailTemplates},
+		mail.KindEmail: mail.Kind{Sender: sender, From: cfg.MailFrom, Domain: cfg.MailDomain(), Templates: cfg.MailTemplates,
+			Portal: portalLink},
 		fulfillment.KindFulfillment: fulfillment.Kind{Client: client},
 		// Operator alerts (internal/alerts): email goes through the same sender.
 		alerts.KindWebhook: alerts.WebhookKind{URL: cfg.AlertWebhookURL},
@@ -110,10 +120,17 @@ func StepKinds(cfg config.Config) webhooks.StepKinds {
 	return kinds
 }
 
+// Portals returns the providers whose customers' billing portal the
+// emails link to (internal/portal).
+func Portals() []portal.Provider {
+	return []portal.Provider{stripe.Portal, paddle.Portal, polar.Portal}
+}
+
 // Registry is what internal/server is built from besides its
 // configuration (whose providers are All).
 func Registry() server.Registry {
-	return server.Registry{Reconcilers: Reconcilers(), StepKinds: StepKinds, Endpoints: Endpoints()}
+	return server.Registry{Reconcilers: Reconcilers(), StepKinds: StepKinds, Endpoints: Endpoints(), Checkout: &stripe.Checkout,
+		Portals: Portals()}
 }
 
 // Sources returns the source name of every provider in specs.

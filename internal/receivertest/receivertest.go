@@ -176,6 +176,26 @@ func (r *Receiver) Post(tb testing.TB, path string, header http.Header, body []b
 	return Response{Status: res.StatusCode, Header: res.Header, Body: string(b)}
 }
 
+// Get sends GET path (with its query) with the given headers, following no
+// redirect: the receiver's own answer (a 303 of the buyer's routes).
+func (r *Receiver) Get(tb testing.TB, path string, header http.Header) Response {
+	tb.Helper()
+	req, err := http.NewRequest(http.MethodGet, r.URL+path, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := noRedirects.Do(req)
+	if err != nil {
+		tb.Fatalf("GET %s: %v", path, err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return Response{Status: res.StatusCode, Header: res.Header, Body: string(b)}
+}
+
 // Signed is the headers of a delivery of body to spec's route, signed now
 // with the test secret as the sender signs it, with extra headers added
 // (GitHub's event and delivery headers). A sender that signs its own id of

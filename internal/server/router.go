@@ -80,6 +80,9 @@ func (s *Server) router() *echo.Echo {
 		e.POST(p.spec.Route(), echo.WrapHandler(h.Route(p.spec, p.prov)))
 		s.log.Info("webhook route mounted", "route", p.spec.Route())
 	}
+	for _, b := range s.buyer {
+		e.GET(b.path, echo.WrapHandler(b.h))
+	}
 	return e
 }
 

@@ -22,9 +22,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
+	"github.com/paywebhooks/receiver/internal/checkout"
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/endpoints"
+	"github.com/paywebhooks/receiver/internal/portal"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -66,6 +68,8 @@ type Server struct {
 	// conns are HTTP_ADDR's listener's series (the listener comes with
 	// Run; the alerts count them from New on).
 	conns *connMetrics
+	// buyer are the GET routes a buyer's browser reaches (buyer.go).
+	buyer []buyerRoute
 }
 
 // headerTimeout is how long a request's headers may take to arrive on
@@ -110,6 +114,12 @@ type Registry struct {
 	// Endpoints are the providers' endpoint settings, checked
 	// periodically (endpoints.go).
 	Endpoints []endpoints.Provider
+	// Checkout is the provider whose checkout comes back to GET
+	// /checkout/return (buyer.go); nil: none.
+	Checkout *checkout.Provider
+	// Portals are the providers whose billing portal GET /billing/portal
+	// opens (buyer.go).
+	Portals []portal.Provider
 }
 
 // Option changes what New builds.
@@ -201,6 +211,14 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 		s.providers = append(s.providers, mounted{spec: spec, prov: provs[spec.Source], on: len(cfg.Providers[spec.Source].Secrets) > 0})
 	}
 
+	if err := s.setupCheckout(reg.Checkout); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	if err := s.setupPortal(reg.Portals); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	s.echo = s.router()
 	s.http = &http.Server{
 		Addr:    cfg.HTTPAddr,

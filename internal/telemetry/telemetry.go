@@ -44,7 +44,7 @@ const (
 	AttrEventID     = attribute.Key("webhook.event_id")     // the provider's id, as sent
 	AttrEventKey    = attribute.Key("webhook.event_key")    // the claim key: the one to search for
 	AttrEventType   = attribute.Key("webhook.event_type")   // as sent (signed)
-	AttrVia         = attribute.Key("webhook.via")          // delivery, reconcile
+	AttrVia         = attribute.Key("webhook.via")          // delivery, reconcile, checkout_return
 	AttrOutcome     = attribute.Key("webhook.outcome")      // processed, duplicate, … (webhooks.Outcome), rejected
 	AttrRejection   = attribute.Key("webhook.rejection")    // why a delivery was refused (missing_signature, …)
 	AttrClaimed     = attribute.Key("webhook.claimed")      // this transaction made the event's claim

@@ -86,4 +86,7 @@ type Via string
 const (
 	ViaDelivery  Via = "delivery"  // the sender posted it to its route
 	ViaReconcile Via = "reconcile" // it was fetched from the provider's API
+	// ViaCheckoutReturn: the buyer came back from the provider's checkout
+	// (GET /checkout/return) and the object was read from its API then.
+	ViaCheckoutReturn Via = "checkout_return"
 )

@@ -206,18 +206,27 @@ type entity struct {
 		} `json:"totals"`
 	} `json:"details"` // transaction
 	Payments []struct {
-		Status    string  `json:"status"`
-		ErrorCode *string `json:"error_code"`
+		Status           string  `json:"status"`
+		ErrorCode        *string `json:"error_code"`
+		PaymentAttemptID string  `json:"payment_attempt_id"`
 	} `json:"payments"` // transaction, most recent attempt first
+	Checkout *struct {
+		URL *string `json:"url"` // where the customer pays the transaction
+	} `json:"checkout"` // transaction
 	Action        string `json:"action"`         // adjustment
 	TransactionID string `json:"transaction_id"` // adjustment
 	Totals        *struct {
 		Total string `json:"total"`
 	} `json:"totals"` // adjustment
-	CustomerID           string `json:"customer_id"` // subscription (and transaction, adjustment: unread)
+	CustomerID           string `json:"customer_id"` // subscription, transaction (adjustment: unread)
 	CurrentBillingPeriod *struct {
-		EndsAt string `json:"ends_at"`
+		StartsAt string `json:"starts_at"`
+		EndsAt   string `json:"ends_at"`
 	} `json:"current_billing_period"` // subscription
+	ManagementURLs *struct {
+		UpdatePaymentMethod *string `json:"update_payment_method"`
+		Cancel              *string `json:"cancel"`
+	} `json:"management_urls"` // subscription: Paddle's own pages for the customer
 	ScheduledChange *struct {
 		Action string `json:"action"` // cancel, pause, resume
 	} `json:"scheduled_change"` // subscription

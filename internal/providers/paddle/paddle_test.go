@@ -36,6 +36,7 @@ const (
 	subActivated = "subscription.activated.json" // active, 2026-02-15
 	subUpdated   = "subscription.updated.json"   // active, cancel scheduled, 2026-02-20
 	subCanceled  = "subscription.canceled.json"  // canceled, 2026-03-15
+	subPastDue   = "subscription.past_due.json"  // past_due, the period from 2026-03-15, 2026-03-15T10:05
 	refundPart1  = "refund.part1"                // an approved refund of 10.00 of txn A's 30.00
 	refundPart2  = "refund.part2"                // another, of 20.00
 	reversed     = "refund.reversed"             // adjDone's adjustment reversed, 2026-01-20
@@ -56,17 +57,19 @@ const (
 	callA         = "paddle " + txnA + " 3000 usd buyer@example.com"
 	callB         = "paddle " + txnB + " 3000 usd -"
 
-	sub          = "subscription sub_01jq4x5d8k9m2n3p4q5r6s7t8v "
-	subTrialing  = sub + "trialing customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-02-15 cancel_at_period_end=false"
-	subActive    = sub + "active customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-03-15 cancel_at_period_end=false"
-	subCancelled = sub + "active customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-03-15 cancel_at_period_end=true"
-	subEnded     = sub + "canceled customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=- cancel_at_period_end=false"
+	sub           = "subscription sub_01jq4x5d8k9m2n3p4q5r6s7t8v "
+	subTrialing   = sub + "trialing customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-02-15 cancel_at_period_end=false"
+	subActive     = sub + "active customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-03-15 cancel_at_period_end=false"
+	subCancelled  = sub + "active customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-03-15 cancel_at_period_end=true"
+	subEnded      = sub + "canceled customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=- cancel_at_period_end=false"
+	subPastDueRow = sub + "past_due customer=ctm_01jpm5q1nxw1rnj47e65gh2bh8 period_end=2026-04-15 cancel_at_period_end=false"
 )
 
 var (
 	confirmation = cf.Mail{To: "buyer@example.com", Contains: "is confirmed"}
 	refundMail   = cf.Mail{To: "buyer@example.com", Contains: "We have refunded 30.00 USD"}
 	failedMail   = cf.Mail{To: "buyer@example.com", Contains: "could not collect the payment for your order"}
+	pastDueMail  = cf.Mail{To: "buyer@example.com", Contains: "The payment for your subscription did not go through"}
 	paidSteps    = []string{"email.confirmation=done", "fulfillment=done"}
 )
 
@@ -104,6 +107,9 @@ var suite = cf.Suite{
 			`"status": "approved"`, `"status": "reversed"`, "2026-01-09T16:12:40.118730Z", "2026-01-21T09:00:00.000000Z"}},
 		"subscription.updated.late": {Fixture: subUpdated, Replace: []string{"evt_01jqp7r30a1b2c3d4e5f6g7h8m", "evt_01jrz0late0000000000000000",
 			"2026-02-20T08:30:12.004521Z", "2026-04-01T00:00:00.000000Z"}},
+		// The same period past due again, as subscription.updated reports it.
+		"past_due.updated": {Fixture: subPastDue, Replace: []string{"evt_01jrpastdue0000000000000000", "evt_01jrpastdue0updated00000000",
+			"subscription.past_due", "subscription.updated", "2026-03-15T10:05:00.250000Z", "2026-03-16T10:05:00.250000Z"}},
 	},
 	VerifyEvent: completed,
 	Verify: []cf.Request{
@@ -204,6 +210,19 @@ var suite = cf.Suite{
 			Steps: paidSteps, Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
 		// Subscriptions: the newest occurred_at wins; canceled is final.
 		{Name: "SubscriptionCreated", Deliver: subCreated, Want: []string{subTrialing}},
+		// A renewal that failed: the customer is told once per period, at the
+		// address its transactions gave, with Paddle's own page to update the
+		// payment method; not for a subscription already active again.
+		{Name: "SubscriptionPastDue", Given: []string{completed, subActivated}, Deliver: subPastDue,
+			Want: []string{orderPaid, subPastDueRow}, Steps: []string{"email.past_due=done"},
+			Emails: []cf.Mail{confirmation, pastDueMail}, Calls: []string{callA}},
+		{Name: "SubscriptionPastDueOncePerPeriod", Given: []string{completed, subPastDue}, Deliver: "past_due.updated",
+			Want: []string{orderPaid, subPastDueRow}, Emails: []cf.Mail{confirmation, pastDueMail}, Calls: []string{callA}},
+		{Name: "SubscriptionPastDueWithoutAddress", Deliver: subPastDue, Want: []string{subPastDueRow},
+			Steps: []string{"email.past_due=skipped"}},
+		{Name: "SubscriptionPastDueLate", Given: []string{completed, "subscription.updated.late"}, Deliver: subPastDue,
+			Want:   []string{orderPaid, subCancelled},
+			Emails: []cf.Mail{confirmation}, Calls: []string{callA}},
 		{Name: "SubscriptionActivated", Given: []string{subCreated}, Deliver: subActivated, Want: []string{subActive}},
 		{Name: "SubscriptionOlderChangesNothing", Given: []string{subUpdated}, Deliver: subActivated, Want: []string{subCancelled}},
 		{Name: "SubscriptionCanceledKeepsItsPeriod", Given: []string{subUpdated}, Deliver: subCanceled, Want: []string{subEnded}},

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/entitlements"
+	"github.com/paywebhooks/receiver/internal/customers"
+	"github.com/paywebhooks/receiver/internal/dunning"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"
@@ -22,6 +24,7 @@ const (
 	StepFulfillment        = sales.StepFulfillment
 	StepPaymentFailedEmail = "email.payment_failed"
 	StepRefundEmail        = "email.refund"
+	StepPastDueEmail       = dunning.StepPastDue
 )
 
 // handledTypes are the event types Plan acts on.
@@ -53,9 +56,9 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	}
 	switch ev.Type {
 	case "transaction.completed":
-		return p.transactionCompleted(ev, n.Data, plan)
+		return p.transactionCompleted(ev, n, plan)
 	case "transaction.payment_failed":
-		return paymentFailed(ev, n.Data, plan)
+		return paymentFailed(ev, n, plan)
 	case "adjustment.created", "adjustment.updated":
 		return p.adjustment(ev, n, plan)
 	}
@@ -94,8 +97,23 @@ func (p *Provider) subscription(ev *webhooks.Event, n *notification, plan *webho
 		}
 	}
 	subscriptions.Apply(plan, sub, finalSubscription)
+	past := dunning.PastDue{Sub: sub, To: d.CustomData.Email, Final: finalSubscription}
+	if d.CurrentBillingPeriod != nil {
+		past.Period = d.CurrentBillingPeriod.StartsAt
+	}
+	if m := d.ManagementURLs; m != nil {
+		past.ManageURL, past.CancelURL = deref(m.UpdatePaymentMethod), deref(m.Cancel)
+	}
+	dunning.Plan(plan, past)
 	p.follow(plan, entitlements.Change{SubscriptionSource: Source, SubscriptionID: sub.ExternalID, At: at, Status: sub.Status})
 	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // follow queues the statement that follows the rows c names, when
@@ -124,6 +142,7 @@ type transaction struct {
 	AmountCents int64 // details.totals.grand_total, in the currency's lowest denomination
 	Currency    string
 	Email       string // custom_data.email, when the checkout put it there
+	CustomerID  string // ctm_…
 }
 
 func readTransaction(ev *webhooks.Event, d *entity) (transaction, error) {
@@ -137,7 +156,8 @@ func readTransaction(ev *webhooks.Event, d *entity) (transaction, error) {
 	if err != nil {
 		return transaction{}, webhooks.Unprocessable("%s %s: details.totals.grand_total: %v", ev.Type, ev.ID, err)
 	}
-	return transaction{ID: d.ID, AmountCents: amount, Currency: strings.ToLower(d.CurrencyCode), Email: d.CustomData.Email}, nil
+	return transaction{ID: d.ID, AmountCents: amount, Currency: strings.ToLower(d.CurrencyCode), Email: d.CustomData.Email,
+		CustomerID: d.CustomerID}, nil
 }
 
 // amount reads one of Paddle's amounts: a string of the amount in the
@@ -154,11 +174,13 @@ func amount(s string) (int64, error) {
 // refunded or refunded if its refunds came first) and, when this event
 // made it paid or partially refunded, plans the confirmation (when an
 // address is known) and the fulfillment call.
-func (p *Provider) transactionCompleted(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
+func (p *Provider) transactionCompleted(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
+	d := n.Data
 	tx, err := readTransaction(ev, d)
 	if err != nil {
 		return err
 	}
+	remember(plan, ev, n, tx)
 	o := orders.Order{
 		Source:          Source,
 		ProviderEventID: ev.ID,
@@ -179,7 +201,7 @@ func (p *Provider) transactionCompleted(ev *webhooks.Event, d *entity, plan *web
 	orders.Create(plan, o, orders.Position{})
 	var sale sales.Sale
 	if tx.Email != "" {
-		sale.Email = mail.Email{Template: "order_confirmation", To: tx.Email}
+		sale.Email = mail.Email{Template: "order_confirmation", To: tx.Email, Customer: mail.CustomerOf(Source, tx.CustomerID, "")}
 	}
 	cond, args := orders.Changed(Source, tx.ID, orders.Sold...)
 	sales.Plan(plan, sale, cond, args...)
@@ -191,23 +213,42 @@ func (p *Provider) transactionCompleted(ev *webhooks.Event, d *entity, plan *web
 // payment-failed email when an address is known and the transaction's
 // order is not paid (a failure delivered after the payment succeeded asks
 // nothing of the customer).
-func paymentFailed(ev *webhooks.Event, d *entity, plan *webhooks.Plan) error {
+func paymentFailed(ev *webhooks.Event, n *notification, plan *webhooks.Plan) error {
+	d := n.Data
 	tx, err := readTransaction(ev, d)
 	if err != nil {
 		return err
 	}
-	code := ""
-	if len(d.Payments) > 0 && d.Payments[0].ErrorCode != nil {
-		code = *d.Payments[0].ErrorCode
+	remember(plan, ev, n, tx)
+	code, attempt := "", strconv.Itoa(len(d.Payments))
+	if len(d.Payments) > 0 {
+		code = deref(d.Payments[0].ErrorCode)
+		if id := d.Payments[0].PaymentAttemptID; id != "" {
+			attempt = id
+		}
 	}
 	recordFailure(plan, failure{EventID: ev.ID, TransactionID: tx.ID, ErrorCode: code, AmountCents: tx.AmountCents, Currency: tx.Currency})
 	if tx.Email != "" {
+		data := map[string]any{"ExternalID": tx.ID, "AmountCents": tx.AmountCents, "Currency": tx.Currency}
+		if d.Checkout != nil && deref(d.Checkout.URL) != "" {
+			data["PaymentURL"] = *d.Checkout.URL
+		}
+		step := mail.Step(StepPaymentFailedEmail, mail.Email{Template: "payment_failed", To: tx.Email,
+			Customer: mail.CustomerOf(Source, tx.CustomerID, ""), Data: data})
+		// One email per attempt of the transaction (its payments[], most
+		// recent first), whichever event reports it.
+		step.Object = "transaction:" + tx.ID + ":attempt:" + attempt
 		cond, args := failureToNotify(ev.ID, tx.ID)
-		plan.StepIf(mail.Step(StepPaymentFailedEmail, mail.Email{Template: "payment_failed", To: tx.Email,
-			Data: map[string]any{"ExternalID": tx.ID, "AmountCents": tx.AmountCents, "Currency": tx.Currency}}),
-			cond, args...)
+		plan.StepIf(step, cond, args...)
 	}
 	return nil
+}
+
+// remember records the transaction's customer's address (custom_data.email,
+// when the checkout put one there), for the emails of its subscription.
+func remember(plan *webhooks.Plan, ev *webhooks.Event, n *notification, tx transaction) {
+	customers.Remember(plan, customers.Customer{Source: Source, ID: tx.CustomerID, Email: tx.Email, EventID: ev.ID,
+		At: n.OccurredAt.Time()})
 }
 
 // adjustmentEffects are what each status of a Paddle refund adjustment does
@@ -266,11 +307,12 @@ func (p *Provider) adjustment(ev *webhooks.Event, n *notification, plan *webhook
 		At:              at,
 	})
 	cond, args := orders.RefundCounted(ev.ID)
-	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund",
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", Customer: mail.CustomerOf(Source, d.CustomerID, ""),
 		Data: map[string]any{"PaymentIntentID": d.TransactionID, "AmountRefunded": total, "Currency": currency}}),
 		sales.WithAddress(cond), args...)
 	cond, args = orders.RestoredSale(d.TransactionID)
-	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation"}, OnlyWithAddress: true}, cond, args...)
+	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation", Customer: mail.CustomerOf(Source, d.CustomerID, "")},
+		OnlyWithAddress: true}, cond, args...)
 	p.follow(plan, entitlements.Change{OrderSource: Source, Payment: d.TransactionID})
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/entitlements"
+	"github.com/paywebhooks/receiver/internal/dunning"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"
@@ -19,6 +20,7 @@ const (
 	StepConfirmationEmail = sales.StepConfirmation
 	StepFulfillment       = sales.StepFulfillment
 	StepRefundEmail       = "email.refund"
+	StepPastDueEmail      = dunning.StepPastDue
 )
 
 // handledTypes are the event types Plan acts on.
@@ -123,7 +125,7 @@ func (p *Provider) orderPaid(ev *webhooks.Event, d *data, plan *webhooks.Plan) e
 	}, orders.Position{})
 	var sale sales.Sale
 	if o.Email != "" {
-		sale.Email = mail.Email{Template: "order_confirmation", To: o.Email}
+		sale.Email = mail.Email{Template: "order_confirmation", To: o.Email, Customer: mail.CustomerOf(Source, d.CustomerID, "")}
 	}
 	cond, args := orders.Changed(Source, o.ID, orders.Sold...)
 	sales.Plan(plan, sale, cond, args...)
@@ -183,7 +185,7 @@ func (p *Provider) orderRefunded(ev *webhooks.Event, d *data, plan *webhooks.Pla
 	if o.Email == "" {
 		cond = sales.WithAddress(cond)
 	}
-	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: o.Email, Data: map[string]any{
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: o.Email, Customer: mail.CustomerOf(Source, d.CustomerID, ""), Data: map[string]any{
 		"PaymentIntentID": o.ID, "TotalRefunded": refunded, "AmountCents": o.AmountCents, "Currency": o.Currency}}),
 		cond, args...)
 	p.follow(plan, entitlements.Change{OrderSource: Source, Payment: o.ID})
@@ -243,6 +245,11 @@ func (p *Provider) subscription(ev *webhooks.Event, e *event, plan *webhooks.Pla
 		return nil
 	}
 	subscriptions.Apply(plan, sub, finalSubscription)
+	past := dunning.PastDue{Sub: sub, Period: d.CurrentPeriodStart, Final: finalSubscription}
+	if d.Customer != nil {
+		past.To = d.Customer.Email
+	}
+	dunning.Plan(plan, past)
 	return nil
 }
 

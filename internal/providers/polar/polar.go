@@ -213,13 +213,14 @@ type data struct {
 	Currency          string    `json:"currency"` // lower-case: usd
 	Customer          *customer `json:"customer"`
 	// Subscription: modified_at is null until the row is first updated.
-	CustomerID        string `json:"customer_id"`
-	CreatedAt         string `json:"created_at"`
-	ModifiedAt        string `json:"modified_at"`
-	CurrentPeriodEnd  string `json:"current_period_end"`
-	CancelAtPeriodEnd bool   `json:"cancel_at_period_end"`
-	EndsAt            string `json:"ends_at"`  // when a canceled subscription ends (or ended)
-	EndedAt           string `json:"ended_at"` // when it ended: set once it is revoked
+	CustomerID         string `json:"customer_id"`
+	CreatedAt          string `json:"created_at"`
+	ModifiedAt         string `json:"modified_at"`
+	CurrentPeriodStart string `json:"current_period_start"`
+	CurrentPeriodEnd   string `json:"current_period_end"`
+	CancelAtPeriodEnd  bool   `json:"cancel_at_period_end"`
+	EndsAt             string `json:"ends_at"`  // when a canceled subscription ends (or ended)
+	EndedAt            string `json:"ended_at"` // when it ended: set once it is revoked
 	// Order and subscription: what it is for, and the subscription an
 	// order is of (null for a one-time purchase).
 	ProductID      string  `json:"product_id"`

@@ -51,6 +51,7 @@ const (
 	subUncanceled = "subscription.uncanceled.json" // active again
 	subRevoked    = "subscription.revoked.json"    // canceled: access ended
 
+	pastDue       = "subscription.past_due"  // past_due, the period from 2026-04-30
 	refundPartial = "order.refunded.partial" // 10.00 + 2.00 tax of order A
 	refundNoTax   = "order.refunded.no_tax"  // 25.00 of order A, its tax not refunded
 )
@@ -75,6 +76,8 @@ const (
 	subCancelingRow  = sub + "active" + customer + "cancel_at_period_end=true at=2026-04-10T09:00:00.000001Z"
 	subUncanceledRow = sub + "active" + customer + "cancel_at_period_end=false at=2026-04-12T14:02:10.870002Z"
 	subRevokedRow    = sub + "canceled" + customer + "cancel_at_period_end=true at=2026-04-30T16:13:54.999950Z"
+	subPastDueRow    = sub + "past_due customer=9b2d4c1e-7a3f-4e8b-8c5d-1f6e2a7b3c04 period_end=2026-05-30 cancel_at_period_end=false at=2026-04-30T16:14:02.000001Z"
+	subActiveAgain   = sub + "active customer=9b2d4c1e-7a3f-4e8b-8c5d-1f6e2a7b3c04 period_end=2026-05-30 cancel_at_period_end=false at=2026-05-01T08:00:00.000001Z"
 )
 
 var (
@@ -82,7 +85,17 @@ var (
 	refundMail   = cf.Mail{To: "buyer@example.com", Contains: "Refunded so far: 30.00 USD of 30.00 USD"}
 	partialMail  = cf.Mail{To: "buyer@example.com", Contains: "Refunded so far: 12.00 USD of 30.00 USD"}
 	paidSteps    = []string{"email.confirmation=done", "fulfillment=done"}
+	pastDueMail  = cf.Mail{To: "buyer@example.com", Contains: "The payment for your subscription did not go through"}
 )
+
+// pastDueReplace makes subscription.active.json the subscription past due
+// in its next period, in an event of type typ modified at modified.
+func pastDueReplace(typ, modified string) []string {
+	return []string{`"type": "subscription.active"`, `"type": "` + typ + `"`, `"status": "active"`, `"status": "past_due"`,
+		"2026-03-30T16:13:55.120331Z", modified,
+		`"current_period_start": "2026-03-30T16:13:53.918004Z"`, `"current_period_start": "2026-04-30T16:13:53.918004Z"`,
+		`"current_period_end": "2026-04-30T16:13:53.918004Z"`, `"current_period_end": "2026-05-30T16:13:53.918004Z"`}
+}
 
 // webhookID is the webhook-id of a named delivery: a UUID, as Polar's
 // are, the same for every delivery of the name. Two names of one body
@@ -106,7 +119,15 @@ var suite = cf.Suite{
 	},
 	Events: map[string]cf.Event{
 		// The same event, sent to a second endpoint: another webhook-id.
-		"order.paid.endpoint2":      {Fixture: paid},
+		"order.paid.endpoint2": {Fixture: paid},
+		// The renewal of the next period failed: past due, Polar retrying.
+		pastDue: {Fixture: subActive, Replace: pastDueReplace("subscription.past_due", "2026-04-30T16:14:02.000001Z")},
+		// The same period past due, as the subscription.updated sent with it.
+		"subscription.updated.past_due": {Fixture: subActive, Replace: pastDueReplace("subscription.updated", "2026-04-30T16:14:02.000001Z")},
+		// Paid again, after its past due.
+		"subscription.active.again": {Fixture: subActive, Replace: []string{"2026-03-30T16:13:55.120331Z", "2026-05-01T08:00:00.000001Z",
+			`"current_period_start": "2026-03-30T16:13:53.918004Z"`, `"current_period_start": "2026-04-30T16:13:53.918004Z"`,
+			`"current_period_end": "2026-04-30T16:13:53.918004Z"`, `"current_period_end": "2026-05-30T16:13:53.918004Z"`}},
 		"order.refunded.endpoint2":  {Fixture: refunded},
 		"order.paid.no_address":     {Fixture: paid, Replace: []string{`"email": "buyer@example.com"`, `"email": null`}},
 		"order.refunded.no_address": {Fixture: refunded, Replace: []string{`"email": "buyer@example.com"`, `"email": null`}},
@@ -223,6 +244,14 @@ var suite = cf.Suite{
 		// Subscriptions: the newest modified_at (else created_at) wins;
 		// canceled and unpaid (Polar's revoked statuses) are final.
 		{Name: "SubscriptionCreated", Deliver: subCreated, Want: []string{subIncomplete}},
+		// A renewal that failed: the customer is told once per period, at
+		// the payload's address; not when it is already active again.
+		{Name: "SubscriptionPastDue", Given: []string{subActive}, Deliver: pastDue, Want: []string{subPastDueRow},
+			Steps: []string{"email.past_due=done"}, Emails: []cf.Mail{pastDueMail}},
+		{Name: "SubscriptionPastDueOncePerPeriod", Given: []string{pastDue}, Deliver: "subscription.updated.past_due",
+			Want: []string{subPastDueRow}, Emails: []cf.Mail{pastDueMail}},
+		{Name: "SubscriptionPastDueLate", Given: []string{"subscription.active.again"}, Deliver: pastDue,
+			Want: []string{subActiveAgain}},
 		{Name: "SubscriptionActive", Given: []string{subCreated}, Deliver: subActive, Want: []string{subActiveRow}},
 		{Name: "SubscriptionOlderChangesNothing", Given: []string{subCanceled}, Deliver: subActive, Want: []string{subCancelingRow}},
 		{Name: "SubscriptionCreatedAfterItsUpdates", Given: []string{subActive}, Deliver: subCreated, Want: []string{subActiveRow}},
@@ -245,7 +274,8 @@ var suite = cf.Suite{
 		{Name: "CanceledAndEndedAppliesOverANewerState", Given: []string{"subscription.reinstated"}, Deliver: "subscription.updated.ended",
 			Want: []string{strings.Replace(subRevokedRow, "at=2026-04-30T16:13:54.999950Z", "at=2026-05-02T10:00:00Z", 1)}},
 		{Name: "SubscriptionOrderedByMicroseconds", Given: []string{"subscription.past_due.later"}, Deliver: "subscription.active.earlier",
-			Want: []string{sub + "past_due" + customer + "cancel_at_period_end=false at=2026-04-30T16:14:00.000002Z"}},
+			Want:   []string{sub + "past_due" + customer + "cancel_at_period_end=false at=2026-04-30T16:14:00.000002Z"},
+			Emails: []cf.Mail{pastDueMail}}, // the past_due's own, once
 		{Name: "UnhandledType", Deliver: checkout, Outcome: webhooks.OutcomeIgnored,
 			Check: count(`SELECT count(*) FROM processed_events WHERE kind = 'event' AND event_type = 'checkout.created' AND outcome = 'ignored'`, 1)},
 		{Name: "UnreadableAmountParked", Deliver: "order.paid.bad_amount", Outcome: webhooks.OutcomeParked,

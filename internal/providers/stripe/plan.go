@@ -22,6 +22,7 @@ const (
 	StepPaymentFailedEmail     = "email.payment_failed"
 	StepReceiptEmail           = "email.receipt"
 	StepDunningEmail           = "email.dunning"
+	StepActionRequiredEmail    = "email.action_required"
 	StepRefundEmail            = "email.refund"
 	StepTrialEndingEmail       = "email.trial_ending"
 	StepSubscriptionEndedEmail = "email.subscription_ended"
@@ -32,7 +33,7 @@ const (
 var handledTypes = []string{
 	"checkout.session.completed", "checkout.session.async_payment_succeeded",
 	"checkout.session.async_payment_failed", "invoice.created", "invoice.finalized", "invoice.paid",
-	"invoice.payment_failed", "charge.refunded",
+	"invoice.payment_failed", "invoice.payment_action_required", "charge.refunded",
 	"charge.refund.updated", "refund.created", "refund.updated", "refund.failed",
 	"customer.created", "customer.updated",
 	"customer.subscription.created", "customer.subscription.updated", "customer.subscription.paused",
@@ -46,7 +47,8 @@ var handledTypes = []string{
 // API filters on at most MaxListTypes, so it leaves out events whose state
 // others it lists carry too: the two dispute events that only move money
 // (funds_withdrawn, funds_reinstated: the dispute's other events carry its
-// state), and the refund.* events (charge.refunded counts a refund made;
+// state), invoice.finalized (which records what invoice.created records,
+// and the invoice's payment events create it too), and the refund.* events (charge.refunded counts a refund made;
 // charge.refund.updated, which Stripe sends for the refunds of a charge,
 // card refunds among them, carries a refund's failure). A failure or
 // cancellation that only a refund.* event tells (a refund of another
@@ -56,7 +58,7 @@ var catchUpTypes = func() []string {
 	var out []string
 	for _, t := range handledTypes {
 		switch t {
-		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated",
+		case "charge.dispute.funds_withdrawn", "charge.dispute.funds_reinstated", "invoice.finalized",
 			"refund.created", "refund.updated", "refund.failed",
 			// Each summary supersedes the ones before; the next change of
 			// the customer's features sends another.
@@ -113,7 +115,9 @@ func (p *Provider) Plan(ev *webhooks.Event, plan *webhooks.Plan) error {
 	case "invoice.paid":
 		return invoicePaid(ev, a, plan)
 	case "invoice.payment_failed":
-		return invoicePaymentFailed(ev, a, plan)
+		return invoiceAttempt(ev, a, plan, invoices.AttemptFailed)
+	case "invoice.payment_action_required":
+		return invoiceAttempt(ev, a, plan, invoices.AttemptActionRequired)
 	case "charge.refunded":
 		return p.chargeRefunded(ev, a, env, plan)
 	case "charge.refund.updated", "refund.created", "refund.updated", "refund.failed":
@@ -179,6 +183,12 @@ func (s session) email() string {
 	return deref(s.Email)
 }
 
+// customer is the session's customer, whose billing portal its emails
+// link to; nil for a guest checkout.
+func (s session) customer(a meta) *mail.Customer {
+	return mail.CustomerOf(Source, string(s.Customer), a.Account)
+}
+
 func (s session) order(ev *webhooks.Event, a meta, status string) orders.Order {
 	return orders.Order{
 		Source:          Source,
@@ -217,9 +227,9 @@ func remember(plan *webhooks.Plan, ev *webhooks.Event, a meta, customerID, email
 // refunded: a partial refund that arrived first leaves the sale standing).
 // An order that starts refunded in full (its refund arrived first) gets
 // neither.
-func paidSteps(plan *webhooks.Plan, o orders.Order) {
+func paidSteps(plan *webhooks.Plan, o orders.Order, c *mail.Customer) {
 	cond, args := orders.Changed(o.Source, o.ExternalID, orders.Sold...)
-	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation", To: o.CustomerEmail}}, cond, args...)
+	sales.Plan(plan, sales.Sale{Email: mail.Email{Template: "order_confirmation", To: o.CustomerEmail, Customer: c}}, cond, args...)
 }
 
 func (p *Provider) checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
@@ -239,7 +249,7 @@ func (p *Provider) checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.
 	o := s.order(ev, a, status)
 	orders.Create(plan, o, orders.Position{})
 	if status == orders.StatusPaid {
-		paidSteps(plan, o)
+		paidSteps(plan, o, s.customer(a))
 	}
 	p.followSession(plan, s, a, status)
 	return nil
@@ -257,23 +267,24 @@ func (p *Provider) asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan,
 	orders.Upsert(plan, o, orders.Position{}, orders.StatusPendingPayment)
 	p.followSession(plan, s, a, status)
 	if status == orders.StatusPaid {
-		paidSteps(plan, o)
+		paidSteps(plan, o, s.customer(a))
 		return nil
 	}
 	cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusPaymentFailed)
-	plan.StepIf(mail.Step(StepPaymentFailedEmail, mail.Email{Template: "payment_failed", To: o.CustomerEmail}), cond, args...)
+	plan.StepIf(mail.Step(StepPaymentFailedEmail, mail.Email{Template: "payment_failed", To: o.CustomerEmail, Customer: s.customer(a)}),
+		cond, args...)
 	return nil
 }
 
 // readInvoice reads the event's invoice, and remembers its customer's
 // address.
-func readInvoice(ev *webhooks.Event, a meta, plan *webhooks.Plan) (invoices.Invoice, int, error) {
+func readInvoice(ev *webhooks.Event, a meta, plan *webhooks.Plan) (invoices.Invoice, *dataObject, error) {
 	in, err := object(ev)
 	if err != nil {
-		return invoices.Invoice{}, 0, err
+		return invoices.Invoice{}, nil, err
 	}
 	if in.ID == "" {
-		return invoices.Invoice{}, 0, webhooks.Unprocessable("%s %s: invoice has no id", ev.Type, ev.ID)
+		return invoices.Invoice{}, nil, webhooks.Unprocessable("%s %s: invoice has no id", ev.Type, ev.ID)
 	}
 	remember(plan, ev, a, string(in.Customer), deref(in.Email))
 	return invoices.Invoice{
@@ -283,34 +294,7 @@ func readInvoice(ev *webhooks.Event, a meta, plan *webhooks.Plan) (invoices.Invo
 		Currency:        in.Currency,
 		CustomerEmail:   deref(in.Email),
 		AccountID:       a.Account,
-	}, in.AttemptCount, nil
-}
-
-func invoicePaid(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
-	inv, _, err := readInvoice(ev, a, plan)
-	if err != nil {
-		return err
-	}
-	invoices.MarkPaid(plan, inv)
-	cond, args := invoices.BecamePaid(inv.StripeInvoiceID)
-	plan.StepIf(mail.Step(StepReceiptEmail, mail.Email{Template: "invoice_receipt", To: inv.CustomerEmail,
-		Data: map[string]any{"InvoiceID": inv.StripeInvoiceID, "AmountPaid": inv.AmountPaid, "Currency": inv.Currency}}),
-		cond, args...)
-	return nil
-}
-
-func invoicePaymentFailed(ev *webhooks.Event, a meta, plan *webhooks.Plan) error {
-	inv, attempt, err := readInvoice(ev, a, plan)
-	if err != nil {
-		return err
-	}
-	invoices.RecordPaymentFailure(plan, ev.ID, inv, attempt)
-	cond, args := invoices.FailureToDun(ev.ID, inv.StripeInvoiceID)
-	plan.StepIf(mail.Step(StepDunningEmail, mail.Email{Template: "dunning", To: inv.CustomerEmail,
-		Data: map[string]any{"InvoiceID": inv.StripeInvoiceID, "AmountDue": inv.AmountDue,
-			"Currency": inv.Currency, "AttemptCount": attempt}}),
-		cond, args...)
-	return nil
+	}, in, nil
 }
 
 // chargeRefunded records the charge's cumulative amount_refunded, as of
@@ -352,7 +336,8 @@ func (p *Provider) chargeRefunded(ev *webhooks.Event, a meta, env *envelope, pla
 		data["AmountRefunded"] = ch.AmountRefunded - prev.AmountRefunded.N
 	}
 	cond, args := orders.RefundRecorded(ev.ID)
-	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to, Data: data}), cond, args...)
+	plan.StepIf(mail.Step(StepRefundEmail, mail.Email{Template: "refund", To: to, Customer: mail.CustomerOf(Source, string(ch.Customer), a.Account),
+		Data: data}), cond, args...)
 	p.follow(plan, entitlements.Change{OrderSource: Source, Payment: string(ch.PaymentIntent)})
 	return nil
 }
@@ -484,7 +469,8 @@ func (p *Provider) subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan)
 		}
 		cond, args := subscriptions.Noticed(Source, sub.ExternalID, "ended")
 		cond, args = customers.WithAddress(cond, args, Source, sub.CustomerID)
-		plan.StepIf(mail.Step(StepSubscriptionEndedEmail, mail.Email{Template: "subscription_ended", Data: data}), cond, args...)
+		plan.StepIf(mail.Step(StepSubscriptionEndedEmail, mail.Email{Template: "subscription_ended", Data: data,
+			Customer: mail.CustomerOf(Source, sub.CustomerID, a.Account)}), cond, args...)
 	case "customer.subscription.trial_will_end":
 		notice := "trial_will_end:" + ev.ID
 		if o.TrialEnd != nil && *o.TrialEnd > 0 {
@@ -495,7 +481,8 @@ func (p *Provider) subscription(ev *webhooks.Event, a meta, plan *webhooks.Plan)
 		subscriptions.Notice(plan, Source, sub.ExternalID, notice, ev.ID)
 		cond, args := subscriptions.Noticed(Source, sub.ExternalID, notice, finalSubscription...)
 		cond, args = customers.WithAddress(cond, args, Source, sub.CustomerID)
-		plan.StepIf(mail.Step(StepTrialEndingEmail, mail.Email{Template: "trial_ending", Data: data}), cond, args...)
+		plan.StepIf(mail.Step(StepTrialEndingEmail, mail.Email{Template: "trial_ending", Data: data,
+			Customer: mail.CustomerOf(Source, sub.CustomerID, a.Account)}), cond, args...)
 	default:
 		subscriptions.Apply(plan, sub, finalSubscription)
 	}

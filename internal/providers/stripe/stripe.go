@@ -62,7 +62,7 @@ var Spec = webhooks.Spec{
 		},
 		Mask: func(string) string { return "whsec_****" },
 	},
-	Vars:             []webhooks.Var{apiKey, apiBase, liveMode, connectAccounts},
+	Vars:             []webhooks.Var{apiKey, apiBase, liveMode, connectAccounts, successURL},
 	SignatureHeaders: []string{"Stripe-Signature"},
 	Types:            handledTypes,
 	APIVersion:       stripego.APIVersion,
@@ -379,6 +379,11 @@ type dataObject struct {
 	AmountDue    int64 `json:"amount_due"`
 	AmountPaid   int64 `json:"amount_paid"`
 	AttemptCount int   `json:"attempt_count"`
+	// HostedInvoiceURL is the page where the customer pays (or confirms)
+	// the invoice; NextPaymentAttempt when Stripe tries again (null: it
+	// will not).
+	HostedInvoiceURL   *string `json:"hosted_invoice_url"`
+	NextPaymentAttempt *int64  `json:"next_payment_attempt"`
 
 	// Charge
 	AmountRefunded int64   `json:"amount_refunded"`
@@ -460,6 +465,10 @@ func (o *dataObject) Member(name []byte) any {
 		return &o.AmountPaid
 	case "attempt_count":
 		return &o.AttemptCount
+	case "hosted_invoice_url":
+		return &o.HostedInvoiceURL
+	case "next_payment_attempt":
+		return &o.NextPaymentAttempt
 	case "amount_refunded":
 		return &o.AmountRefunded
 	case "receipt_email":

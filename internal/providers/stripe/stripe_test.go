@@ -27,6 +27,7 @@ const (
 	created   = "invoice.created.json"
 	finalized = "invoice.finalized.json"
 	invFailed = "invoice.payment_failed.json"
+	invAction = "invoice.payment_action_required.json" // attempt 2 of in_test_1, waiting for the customer
 	invPaid   = "invoice.paid.json"
 	refunded  = "charge.refunded.json"
 
@@ -94,6 +95,8 @@ var (
 	endedMail    = cf.Mail{To: "subscriber@example.com", Contains: "Your subscription has ended; it was paid up to 13 January 2026"}
 	disputeMail  = cf.Mail{To: rt.NotifyEmail, Contains: "Evidence due by: 8 December 2025 23:59 UTC"}
 	receipt      = cf.Mail{To: "payer@example.com", Contains: "we received your payment"}
+	receiptAfter = cf.Mail{To: "payer@example.com", Contains: "Your payment went through after all"}
+	actionMail   = cf.Mail{To: "payer@example.com", Contains: "Your bank asks you to confirm the payment"}
 	paidCall     = "stripe cs_test_paid 3000 usd buyer@example.com"
 	paidSteps    = []string{"email.confirmation=done", "fulfillment=done"}
 )
@@ -103,7 +106,8 @@ var suite = cf.Suite{
 	View: []string{
 		`SELECT format('order %s %s %s %s %s', external_id, status, amount_cents, currency, coalesce(customer_email, '-')) FROM orders ORDER BY 1`,
 		`SELECT format('invoice %s %s %s/%s %s %s', stripe_invoice_id, status, amount_paid, amount_due, currency, coalesce(customer_email, '-')) FROM invoices ORDER BY 1`,
-		`SELECT format('invoice_failure %s attempt %s', stripe_invoice_id, attempt_count) FROM invoice_payment_failures ORDER BY 1`,
+		`SELECT format('invoice_failure %s attempt %s', stripe_invoice_id, attempt_count) FROM invoice_payment_failures WHERE outcome = 'failed' ORDER BY 1`,
+		`SELECT format('invoice_action_required %s attempt %s', stripe_invoice_id, attempt_count) FROM invoice_payment_failures WHERE outcome = 'action_required' ORDER BY 1`,
 		`SELECT format('refund %s %s %s%s', payment_intent_id, amount_refunded, currency, ' ' || refund_id || ' ' || status) FROM refunds ORDER BY 1`,
 		`SELECT format('refunded %s %s of %s', external_id, amount_refunded_cents, amount_cents) FROM orders WHERE amount_refunded_cents > 0 ORDER BY 1`,
 		`SELECT format('account %s %s %s', source, external_id, account_id) FROM orders WHERE account_id IS NOT NULL
@@ -162,9 +166,16 @@ var suite = cf.Suite{
 		{Name: "InvoiceCreated", Deliver: created, Want: []string{"invoice in_test_1 pending 0/2000 usd payer@example.com"}},
 		{Name: "InvoicePaidAfterFailure", Given: []string{created, finalized, invFailed}, Deliver: invPaid,
 			Want:  []string{"invoice in_test_1 paid 2000/2000 usd payer@example.com", "invoice_failure in_test_1 attempt 1"},
-			Steps: []string{"email.receipt=done"}, Emails: []cf.Mail{dunning, receipt}},
+			Steps: []string{"email.receipt=done"}, Emails: []cf.Mail{dunning, receiptAfter}},
 		{Name: "PaymentFailedAfterPaidNotDunned", Given: []string{created, invPaid}, Deliver: invFailed,
 			Want:   []string{"invoice in_test_1 paid 2000/2000 usd payer@example.com", "invoice_failure in_test_1 attempt 1"},
+			Emails: []cf.Mail{receipt}},
+		{Name: "PaymentActionRequired", Given: []string{created, invFailed}, Deliver: invAction,
+			Want: []string{"invoice in_test_1 pending 0/2000 usd payer@example.com", "invoice_failure in_test_1 attempt 1",
+				"invoice_action_required in_test_1 attempt 2"},
+			Steps: []string{"email.action_required=done"}, Emails: []cf.Mail{dunning, actionMail}},
+		{Name: "PaymentActionRequiredAfterPaidNotSent", Given: []string{created, invPaid}, Deliver: invAction,
+			Want:   []string{"invoice in_test_1 paid 2000/2000 usd payer@example.com", "invoice_action_required in_test_1 attempt 2"},
 			Emails: []cf.Mail{receipt}},
 		{Name: "ChargeRefunded", Given: []string{paid}, Deliver: refunded, Want: []string{orderRefunded, refundRow, "refunded cs_test_paid 3000 of 3000"},
 			Steps: []string{"email.refund=done"}, Emails: []cf.Mail{confirmation, refundMail}, Calls: []string{paidCall}},
@@ -320,12 +331,13 @@ WHERE event_key = 'evt_test_checkout_paid'`).Scan(&status, &lastErr, &stored)
 		{Name: "EveryAccount", Options: []rt.Option{rt.Env("STRIPE_CONNECT_ACCOUNTS", "*")}, Deliver: "sub.account",
 			Want: []string{strings.Replace(sub1Active, "account=-", "account=acct_test_1", 1)}},
 	},
-	History: []string{paid, unpaid, succeeded, created, finalized, invFailed, invPaid, refundPartial, refunded,
+	History: []string{paid, unpaid, succeeded, created, finalized, invFailed, invAction, invPaid, refundPartial, refunded,
 		reCreated, reFailed, reUpdated, reSecond, reSecondMade,
 		customerCreated, subCreated, trialWillEnd, subActive, subCancel, subDeleted, subIncomplete, subSameSecond,
 		dpCreated, dpWithdrawn, dpUpdated, dpClosed, dpReinstated},
 	Sequences: map[string][]string{
 		"Invoice":            {created, finalized, invPaid},
+		"Dunning":            {created, invFailed, invAction, invPaid},
 		"AsyncCheckout":      {unpaid, succeeded},
 		"AsyncFailed":        {unpaid, failed},
 		"Refund":             {paid, refunded},

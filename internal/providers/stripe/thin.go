@@ -714,6 +714,9 @@ func recoveryType(objType, eventType string, s objectState) (string, string) {
 			return "invoice.paid", state + ": it is recorded paid, with the receipt email, once"
 		case s.Status == "open" && missing("invoice.payment_failed"):
 			return "invoice.payment_failed", state + ": the failed attempt is recorded, with the dunning email, once"
+		case s.Status == "open" && missing("invoice.payment_action_required"):
+			return "invoice.payment_action_required", state + ": the attempt is recorded as waiting for the customer, " +
+				"with the email asking them to confirm the payment, once"
 		case s.Status == "open":
 			return "invoice.finalized", state + ": it is recorded pending"
 		case s.Status == "draft":

@@ -86,7 +86,8 @@ type Server struct {
 	requests  []Request
 	failures  []int
 	misbehave Misbehaviour
-	settings  settingsState // notification settings (endpoints.go)
+	settings  settingsState   // notification settings (endpoints.go)
+	portals   []PortalSession // customer portal sessions (portal.go)
 }
 
 // New starts a fake API that accepts key, and stops it when the test ends.
@@ -220,6 +221,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 			"API key is invalid or has been revoked.")
 	}
 	if st, ok := s.answerSettings(w, r); ok {
+		return st
+	}
+	if st, ok := s.answerPortal(w, r); ok {
 		return st
 	}
 	if r.Method != http.MethodGet || r.URL.Path != "/events" {

@@ -62,7 +62,8 @@ type Server struct {
 	deliveries []delivery // in creation order
 	requests   []Request
 	failures   []int
-	endpoints  endpointsState // webhook endpoints (endpoints.go)
+	endpoints  endpointsState  // webhook endpoints (endpoints.go)
+	portals    []PortalSession // customer sessions (portal.go)
 }
 
 type delivery struct {
@@ -153,6 +154,9 @@ func fail(w http.ResponseWriter, status int, name, detail string) int {
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, q url.Values) int {
 	if st, ok := s.answerEndpoints(w, r); ok {
+		return st
+	}
+	if st, ok := s.answerPortal(w, r); ok {
 		return st
 	}
 	if r.Method != http.MethodGet || r.URL.Path != "/v1/webhooks/deliveries" {

@@ -56,29 +56,13 @@ ON CONFLICT (stripe_invoice_id) DO UPDATE
     WHERE invoices.status = 'pending'`, invoiceArgs(inv, StatusPaid)...)
 }
 
-// RecordPaymentFailure records one failed payment attempt, once per event,
-// creating the invoice as pending if it is not known yet.
-func RecordPaymentFailure(q Queue, eventID string, inv Invoice, attempt int) {
-	EnsurePending(q, inv)
-	q.Exec(`
-INSERT INTO invoice_payment_failures (provider_event_id, stripe_invoice_id, attempt_count, amount_due)
-SELECT $1, $2, $3, $4 WHERE receiver_claimed() ON CONFLICT DO NOTHING`, eventID, inv.StripeInvoiceID, attempt, inv.AmountDue)
-}
-
 // mine is true of a row this transaction wrote (inserted or updated).
 const mine = `xmin = pg_current_xact_id()::xid`
 
-// BecamePaid is a step condition (webhooks.Plan.StepIf): it holds when this
-// transaction moved the invoice to paid (or created it paid).
-func BecamePaid(invoiceID string) (string, []any) {
-	return `SELECT NULL::jsonb FROM invoices i WHERE i.stripe_invoice_id = $1 AND i.status = 'paid' AND i.` + mine,
-		[]any{invoiceID}
-}
-
 // FailureToDun is a step condition: it holds when this transaction
-// recorded the event's failed attempt and the invoice is not paid (a
-// failure that arrives after the invoice was paid asks nothing of the
-// customer).
+// recorded the event's attempt (failed, or waiting for the customer) and
+// the invoice is not paid (an attempt reported after the invoice was paid
+// asks nothing of the customer).
 func FailureToDun(eventID, invoiceID string) (string, []any) {
 	return `SELECT NULL::jsonb FROM invoice_payment_failures f
 WHERE f.provider_event_id = $1 AND f.` + mine + `

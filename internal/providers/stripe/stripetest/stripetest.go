@@ -1,6 +1,7 @@
 // Package stripetest is a fake of Stripe's Events API for tests, served
 // on loopback: `GET /v1/events` and `GET /v1/events/{id}` (and, for thin
-// events, `GET /v2/core/events/{id}` and the objects they name: thin.go), with the API key
+// events, `GET /v2/core/events/{id}` and the objects they name: thin.go;
+// the billing portal's sessions: portal.go), with the API key
 // checked and the list behaving like Stripe's rather than like stripe-mock's
 // (which answers one fixed event whatever the filters, and ignores paging).
 //
@@ -120,6 +121,7 @@ type Server struct {
 	redirect  string
 	endless   int
 	hooks     hooksState // webhook endpoints (endpoints.go)
+	portals   []PortalSession
 }
 
 // New starts a fake API that accepts key, and stops it when the test ends.
@@ -322,6 +324,9 @@ func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 	if st, ok := s.answerHooks(w, r); ok {
+		return st
+	}
+	if st, ok := s.answerPortal(w, r); ok {
 		return st
 	}
 	if r.Method != http.MethodGet {
