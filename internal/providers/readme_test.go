@@ -18,12 +18,25 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-var update = flag.Bool("update", false, "rewrite the README's provider tables from the registry")
+var update = flag.Bool("update", false, "rewrite the generated blocks of docs/ (the provider tables, the list of event types to enable) from the registry")
 
 const begin, end = "<!-- providers: generated from internal/providers by `go test ./internal/providers -update`; do not edit -->", "<!-- /providers -->"
 
-// providerTables renders the README's tables of what every registered
-// provider adds: its route and its variables.
+// The README is a front door; the reference it once held is in docs/, a
+// page per subject, and these tests hold those pages to the code: the
+// provider tables of docs/configuration.md and the list of event types to
+// enable of docs/endpoints.md are generated from the registry, the event
+// tables of docs/events.md are held to each provider's Spec.Types. (The
+// tests keep their names, TestREADME…, which the guide and the changelog
+// quote.)
+const (
+	configurationDoc = "docs/configuration.md"
+	endpointsDoc     = "docs/endpoints.md"
+	eventsDoc        = "docs/events.md"
+)
+
+// providerTables renders docs/configuration.md's tables of what every
+// registered provider adds: its route and its variables.
 func providerTables(specs []webhooks.Spec) string {
 	var b strings.Builder
 	b.WriteString("| route | signature headers | event types acted on | keys kept at least |\n| --- | --- | --- | --- |\n")
@@ -49,17 +62,18 @@ func days(d interface{ Hours() float64 }) string {
 	return fmt.Sprintf("%g days", d.Hours()/24)
 }
 
-// TestREADMEListsEveryProvider: the README's provider tables are the
-// registry's, so a provider added to internal/providers is documented by
-// running `go test ./internal/providers -update`.
+// TestREADMEListsEveryProvider: the provider tables of
+// docs/configuration.md are the registry's, so a provider added to
+// internal/providers is documented by running `go test ./internal/providers
+// -update`.
 func TestREADMEListsEveryProvider(t *testing.T) {
-	generated(t, begin, end, providerTables(providers.All()), "provider tables")
+	generated(t, configurationDoc, begin, end, providerTables(providers.All()), "provider tables")
 }
 
 const enableBegin, enableEnd = "<!-- enable: generated from internal/providers by `go test ./internal/providers -update`; do not edit -->", "<!-- /enable -->"
 
-// TestREADMEEnableList: the README's list of the event types to enable at
-// each provider is, word for word, the one make run prints
+// TestREADMEEnableList: docs/endpoints.md's list of the event types to
+// enable at each provider is, word for word, the one make run prints
 // (endpoints.Enable, from every provider's Spec.Types), so a type a plan
 // starts acting on is listed by running `go test ./internal/providers
 // -update`.
@@ -72,22 +86,23 @@ func TestREADMEEnableList(t *testing.T) {
 			}
 		}
 	}
-	generated(t, enableBegin, enableEnd, "```text\n"+list+"```\n", "list of event types to enable")
+	generated(t, endpointsDoc, enableBegin, enableEnd, "```text\n"+list+"```\n", "list of event types to enable")
 }
 
-// generated checks that the README holds want between the lines begin and
-// end, and with -update writes it there.
-func generated(t *testing.T, begin, end, want, what string) {
+// generated checks that the page doc (a path from the repository's root)
+// holds want between the lines begin and end, and with -update writes it
+// there.
+func generated(t *testing.T, doc, begin, end, want, what string) {
 	t.Helper()
-	path := readmePath()
-	readme, err := os.ReadFile(path)
+	path := filepath.Join(filepath.Dir(readmePath()), doc)
+	page, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := string(readme)
+	s := string(page)
 	i, j := strings.Index(s, begin), strings.Index(s, end)
 	if i < 0 || j < i {
-		t.Fatalf("README.md has no block between %q and %q", begin, end)
+		t.Fatalf("%s has no block between %q and %q", doc, begin, end)
 	}
 	want = begin + "\n" + want + end
 	if got := s[i : j+len(end)]; got != want {
@@ -97,12 +112,13 @@ func generated(t *testing.T, begin, end, want, what string) {
 			}
 			return
 		}
-		t.Fatalf("README.md's %s is not the registry's; run go test ./internal/providers -update. Want:\n%s", what, want)
+		t.Fatalf("%s's %s is not the registry's; run go test ./internal/providers -update. Want:\n%s", doc, what, want)
 	}
 }
 
-// The README's "What each event does" tables are written by hand, one per
-// provider, each between `<!-- events: <source> -->` and `<!-- /events -->`.
+// The event tables of docs/events.md ("What each event does") are written
+// by hand, one per provider, each between `<!-- events: <source> -->` and
+// `<!-- /events -->`.
 // A row's first cell names its event types first, in backquotes and
 // separated by ", ", a leading dot standing for the previous type less its
 // last part (`customer.subscription.updated`, `.paused`); what follows
@@ -113,14 +129,14 @@ var (
 	leadTypes   = regexp.MustCompile("^`([^`]+)`((?:, `[^`]+`)*)")
 )
 
-// eventTableErrors says what the event tables of readme miss or name
+// eventTableErrors says what the event tables of doc miss or name
 // wrongly, against specs: every provider has a table; every type it acts
 // on is in it; every type in it is one it acts on, unless the row says it
 // is "not acted on".
-func eventTableErrors(readme string, specs []webhooks.Spec) []string {
+func eventTableErrors(doc string, specs []webhooks.Spec) []string {
 	var errs []string
 	blocks := map[string]string{}
-	for _, m := range eventsBlock.FindAllStringSubmatch(readme, -1) {
+	for _, m := range eventsBlock.FindAllStringSubmatch(doc, -1) {
 		if _, dup := blocks[m[1]]; dup {
 			errs = append(errs, fmt.Sprintf("two event tables of %s", m[1]))
 		}
@@ -175,14 +191,14 @@ func eventTableErrors(readme string, specs []webhooks.Spec) []string {
 	return errs
 }
 
-// TestREADMEEventTables: the README says what every event type a provider
-// acts on does, and names none it does not act on.
+// TestREADMEEventTables: docs/events.md says what every event type a
+// provider acts on does, and names none it does not act on.
 func TestREADMEEventTables(t *testing.T) {
-	readme, err := os.ReadFile(readmePath())
+	page, err := os.ReadFile(filepath.Join(filepath.Dir(readmePath()), eventsDoc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range eventTableErrors(string(readme), providers.All()) {
+	for _, e := range eventTableErrors(string(page), providers.All()) {
 		t.Error(e)
 	}
 }
@@ -213,7 +229,8 @@ func TestEventTableErrors(t *testing.T) {
 	}
 }
 
-// readmePath is the README's path, from this file's.
+// readmePath is the README's path, from this file's; the repository's
+// root is its folder.
 func readmePath() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..", "README.md")

@@ -10,23 +10,26 @@ import (
 
 // TestAPIVersionPolicy holds the version policy together: the version the
 // receiver's requests are pinned to is the one its events are counted
-// against, the README names both pins, and endpoints check reports every
+// against, docs/events.md names both pins, and endpoints check reports every
 // endpoint not pinned to it.
 func TestAPIVersionPolicy(t *testing.T) {
 	if stripe.Spec.APIVersion != stripe.APIVersion {
 		t.Errorf("events are counted against %s, requests pinned to %s: one version, or the mismatch metric lies",
 			stripe.Spec.APIVersion, stripe.APIVersion)
 	}
-	readme, err := os.ReadFile("../../../README.md")
+	doc, err := os.ReadFile("../../../docs/events.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, policy, _ := strings.Cut(string(readme), "### Stripe API versions")
+	_, policy, found := strings.Cut(string(doc), "\n## Stripe API versions\n")
+	if !found {
+		t.Error("docs/events.md has no section ## Stripe API versions")
+	}
 	policy, _, _ = strings.Cut(policy, "\n## ")
 	for _, v := range []string{stripe.APIVersion, stripe.V2APIVersion, "webhook_api_version_mismatches_total",
 		"When Stripe retires a version", "endpoints check"} {
 		if !strings.Contains(policy, v) {
-			t.Errorf("the README's version policy does not say %q", v)
+			t.Errorf("docs/events.md's version policy does not say %q", v)
 		}
 	}
 	str := func(s string) *string { return &s }
