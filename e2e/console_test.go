@@ -28,8 +28,8 @@ import (
 //
 // Chromium is Debian's package (scripts/ensure-chromium.sh installs it when
 // it is missing and it may); no browser is downloaded by a tool of its own.
-// With CONSOLE_SCREENSHOTS=1 the test writes the screenshots of the README
-// into docs/ (console-overview.png, console-parked.png, console-event.png,
+// With CONSOLE_SCREENSHOTS=1 the test writes the screenshots of
+// docs/console.md into docs/ (console-overview.png, console-parked.png, console-event.png,
 // console-replayed.png, console-resolve.png, console-phone.png).
 
 const consoleScreenshotsEnv = "CONSOLE_SCREENSHOTS"

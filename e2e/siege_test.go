@@ -34,7 +34,7 @@ import (
 // 127.0.0.1 delivers a signed Stripe, GitHub and Paddle event every 250 ms,
 // and each must be answered 200 within two seconds; the receiver's peak
 // resident set must stay within the bound its start-up line states (the
-// README's formula), and, since nobody but that sender signs, within the
+// formula of docs/http.md), and, since nobody but that sender signs, within the
 // part of it that strangers can reach.
 //
 // The attackers run in a process of their own (this test binary,

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 )
 
-// The exit status of every command says what happened (the README's
-// Operations section documents it).
+// The exit status of every command says what happened (docs/commands.md
+// documents it).
 const (
 	// exitOK: the command did what was asked.
 	exitOK = 0

@@ -3,7 +3,7 @@
 // endpoints`, `server healthcheck` and `server version` are its operator commands, each with
 // --help (which needs no configuration) and the exit statuses of cli.go.
 //
-// Configuration comes from the environment; see the README.
+// Configuration comes from the environment; see docs/configuration.md.
 package main
 
 import (
@@ -86,7 +86,7 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 	case "serve":
 		c := newCommand("serve", "server [serve]",
 			"Serves HTTP: the webhook routes, /healthz, /readyz, /metrics, and the console on ADMIN_ADDR.\n"+
-				"Configuration comes from the environment (see the README); DATABASE_URL is required.")
+				"Configuration comes from the environment (see docs/configuration.md); DATABASE_URL is required.")
 		rest, err := c.parse(args[1:], stdout)
 		if err != nil {
 			return err

@@ -1,5 +1,5 @@
 // Command example-app is the smallest app endpoint the receiver can tell
-// of entitlements (README, "Gating access in your app"): it verifies each
+// of entitlements (docs/entitlements.md): it verifies each
 // POST /entitlements with FULFILLMENT_SECRET (Standard Webhooks: any
 // library of standardwebhooks.com does the same), keeps the highest
 // version it has seen per subject, and answers GET /access/<subject>?key=pro

@@ -26,7 +26,7 @@ type Runner interface {
 	PruneStandalone(ctx context.Context, prefix string, olderThan time.Duration) (int64, error)
 }
 
-// The rules of the causes, as the README documents them.
+// The rules of the causes, as docs/monitoring.md documents them.
 const (
 	// DefaultInterval is how often a Monitor evaluates the causes.
 	DefaultInterval = time.Minute
@@ -576,7 +576,7 @@ func (m *Monitor) load(time.Time) ([]Alert, int, error) {
 				"and refuses a connection when every open one is a sender's, busy (full). Senders' deliveries refused "+
 				"this way are retried by most providers, and reconciliation catches up on the rest. Many addresses "+
 				"holding connections is a flood: limit connections per client address in front of the receiver "+
-				"(README, \"In front of the receiver\"); if the connections are your senders' or your proxy's, raise "+
+				"(docs/http.md, \"In front of the receiver\"); if the connections are your senders' or your proxy's, raise "+
 				"MAX_CONNECTIONS or add replicas.",
 				int64(n), dur(since), strings.Join(what, ", "))})
 	}

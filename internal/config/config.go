@@ -29,7 +29,7 @@ import (
 )
 
 // Config is the receiver's whole configuration. The zero values of optional
-// fields mean "off", as the README's configuration table says.
+// fields mean "off", as docs/configuration.md's table says.
 type Config struct {
 	DatabaseURL string
 	HTTPAddr    string
@@ -89,7 +89,7 @@ type Config struct {
 	DBMaxConns         int32
 	LogLevel           slog.Level
 
-	// What a request may cost before its signature is verified (README,
+	// What a request may cost before its signature is verified (docs/http.md,
 	// "What a request costs").
 	UnverifiedBodyBytes int64         // budget shared by unverified bodies (webhooks.Admission)
 	BodyTimeout         time.Duration // how long a body may take after its headers
@@ -179,8 +179,8 @@ func (c Config) Var(name string) string {
 	return ""
 }
 
-// Defaults, as documented in the README. Those the processor shares come
-// from webhooks.Defaults.
+// Defaults, as docs/configuration.md documents them. Those the processor
+// shares come from webhooks.Defaults.
 const (
 	DefaultHTTPAddr        = ":8080"
 	DefaultMailDir         = "./var/mail"
@@ -503,7 +503,7 @@ func (c Config) DBOptions(log *slog.Logger) []db.Option {
 }
 
 // The terms of MemoryBound that no setting names, measured with margin
-// (README, "What a request costs").
+// (docs/http.md, "What a request costs").
 const (
 	// BaseMemory is what the process holds with nothing in flight: the
 	// runtime, the binary, the pool and its connections' buffers, the
@@ -521,7 +521,7 @@ const (
 )
 
 // MemoryBound is the most memory requests can make the receiver hold, as
-// the README states it:
+// docs/http.md states it:
 //
 //	BaseMemory + UNVERIFIED_BODY_BYTES + MAX_INFLIGHT × DeliveryBodies × MAX_BODY_BYTES
 //	  + MAX_CONNECTIONS × ConnectionMemory

@@ -54,13 +54,13 @@ func TestLoad(t *testing.T) {
 		if c.UnverifiedBodyBytes != 32<<20 || c.BodyTimeout != 5*time.Second || c.MaxConnections != 1024 || c.MemoryLimitSet {
 			t.Errorf("defaults of UNVERIFIED_BODY_BYTES, BODY_TIMEOUT, MAX_CONNECTIONS, GOMEMLIMIT not applied: %+v", c)
 		}
-		// The README states the bounds of the defaults: 976 MiB, 208 of
+		// docs/http.md states the bounds of the defaults: 976 MiB, 208 of
 		// them within reach of requests nobody signed.
 		if got := c.MemoryBound(); got != 976<<20 {
-			t.Errorf("MemoryBound() of the defaults = %d MiB, the README says 976", got>>20)
+			t.Errorf("MemoryBound() of the defaults = %d MiB, docs/http.md says 976", got>>20)
 		}
 		if got := c.StrangerMemoryBound(); got != 208<<20 {
-			t.Errorf("StrangerMemoryBound() of the defaults = %d MiB, the README says 208", got>>20)
+			t.Errorf("StrangerMemoryBound() of the defaults = %d MiB, docs/http.md says 208", got>>20)
 		}
 		if c.AdminLockout != 15*time.Minute || c.AdminCookieSecure || len(c.AdminHosts) != 0 {
 			t.Errorf("defaults of ADMIN_LOCKOUT, ADMIN_COOKIE_SECURE, ADMIN_HOSTS not applied: %+v", c)

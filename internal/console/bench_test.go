@@ -47,7 +47,7 @@ SELECT 'in_b' || substr(event_key, 6)::int / 2, 'paid', 900, 900, 'eur', 'payer@
 FROM processed_events WHERE kind = 'event' AND event_type LIKE 'invoice.%' GROUP BY 1`
 
 // BenchmarkEventsPage times GET /events (HTML, with the bearer token) over
-// CONSOLE_BENCH_EVENTS stored events (default 100 000; the README's
+// CONSOLE_BENCH_EVENTS stored events (default 100 000; docs/console.md's
 // figures are for 1 000 000), on a database of its own, vacuumed and
 // analyzed as a running one is. Loading takes about a minute per million.
 //

@@ -8,7 +8,7 @@ import (
 // Enable is the first hour's list: for each target, where its endpoint is
 // set up and the exact event types to enable there, from its Spec.Types
 // (the list its plan handles), so that a fork's new event type appears by
-// itself. `make run` prints it, and the README holds it word for word
+// itself. `make run` prints it, and docs/endpoints.md holds it word for word
 // (TestREADMEEnableList).
 func Enable(targets []Target) string {
 	var b strings.Builder

@@ -76,7 +76,7 @@ func Parse(file string, data []byte) (*Catalogue, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-		return nil, &LineError{File: file, Msg: "is empty: it needs an `entitlements:` map (see the README, \"Gating access in your app\")"}
+		return nil, &LineError{File: file, Msg: "is empty: it needs an `entitlements:` map (see docs/entitlements.md)"}
 	} else if err != nil {
 		return nil, yamlError(file, err)
 	}
@@ -84,7 +84,7 @@ func Parse(file string, data []byte) (*Catalogue, error) {
 		return &LineError{File: file, Line: n.Line, Msg: fmt.Sprintf(format, args...)}
 	}
 	if len(doc.Content) == 0 {
-		return nil, &LineError{File: file, Msg: "is empty: it needs an `entitlements:` map (see the README, \"Gating access in your app\")"}
+		return nil, &LineError{File: file, Msg: "is empty: it needs an `entitlements:` map (see docs/entitlements.md)"}
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {

@@ -13,7 +13,7 @@ import (
 	sw "github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
 
-// The fulfillment API's side, as the README shows it: any Standard
+// The fulfillment API's side, as docs/configuration.md shows it: any Standard
 // Webhooks library verifies the receiver's calls, here the spec's own Go
 // library, with the FULFILLMENT_SECRET the receiver signs with.
 func Example_verifyingTheCalls() {

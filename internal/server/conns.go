@@ -48,7 +48,7 @@ import (
 // queue behind everybody else's.
 //
 // Behind a proxy every connection is the proxy's: a limit per client is
-// then the proxy's to enforce (README, "In front of the receiver").
+// then the proxy's to enforce (docs/http.md, "In front of the receiver").
 type connLimit struct {
 	net.Listener
 	max     int

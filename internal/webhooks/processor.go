@@ -37,7 +37,7 @@ type Options struct {
 }
 
 // Defaults are the one set of defaults: the configuration's, the
-// processor's and the README's.
+// processor's and docs/configuration.md's.
 var Defaults = Options{
 	Lease:              5 * time.Minute,
 	MaxAttempts:        10,

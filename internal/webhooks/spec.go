@@ -12,7 +12,7 @@ import (
 // Spec describes a provider once, in its own package: everything outside
 // that package (configuration, `make run`'s development secrets, the route,
 // the metrics, `events prune` and `events list --source`, the test helpers
-// and the README's tables) reads it from the registry in
+// and the tables of docs/) reads it from the registry in
 // internal/providers, so that a new provider is its package and one line
 // there.
 type Spec struct {
@@ -139,7 +139,7 @@ func (s Spec) Handles(t string) bool {
 // Var is one environment variable of a provider.
 type Var struct {
 	Name    string // the variable's name, e.g. <PROVIDER>_WEBHOOK_SECRET
-	Doc     string // what it is, for the README's table
+	Doc     string // what it is, for docs/configuration.md's table
 	Default string // used when unset
 	// List: a comma-separated list (secrets while they are rotated).
 	List bool

@@ -2,7 +2,7 @@ package stripe
 
 import "fmt"
 
-// The receiver's Stripe API version policy (the README's "Stripe API
+// The receiver's Stripe API version policy (docs/events.md's "Stripe API
 // versions" says it to operators):
 //
 //   - Built against one version, APIVersion (2023-10-16, stripe-go v76's,
@@ -28,7 +28,7 @@ import "fmt"
 //     events change shape the day someone upgrades the default in
 //     Workbench. It never "fixes" one: Stripe sets an endpoint's version
 //     when it is created, and a new version is a new endpoint, made as the
-//     README's "When Stripe retires a version" says.
+//     docs/events.md's "When Stripe retires a version" says.
 
 // VersionFinding is what `server endpoints check` reports of a Stripe
 // webhook endpoint's api_version (nil: the endpoint follows the account's
@@ -38,11 +38,11 @@ func VersionFinding(apiVersion *string) string {
 	case apiVersion == nil || *apiVersion == "":
 		return fmt.Sprintf("api_version follows the account's default: its events change shape whenever the default "+
 			"is upgraded in Workbench; create the endpoint pinned to %s, the version the receiver is built against "+
-			"(README: Stripe API versions)", APIVersion)
+			"(docs/events.md: Stripe API versions)", APIVersion)
 	case *apiVersion != APIVersion:
 		return fmt.Sprintf("api_version is %s, the receiver is built against %s: its events are read and counted "+
 			"(webhook_api_version_mismatches_total), and a field Stripe moved in between parks them; pin a new endpoint "+
-			"to %s, or upgrade the receiver first (README: When Stripe retires a version)",
+			"to %s, or upgrade the receiver first (docs/events.md: When Stripe retires a version)",
 			quote(*apiVersion), APIVersion, APIVersion)
 	}
 	return ""
