@@ -51,25 +51,30 @@ func markdownFiles(fsys fs.FS) ([]string, error) {
 	return files, err
 }
 
-// prose calls f with each line of a Markdown text outside fenced code
-// blocks, its code spans blanked.
-func prose(text string, f func(line string)) {
+// outsideFences calls f with each line of a Markdown text outside fenced
+// code blocks.
+func outsideFences(text string, f func(line string)) {
 	fence := ""
 	for line := range strings.Lines(text) {
 		line = strings.TrimRight(line, "\n")
 		trimmed := strings.TrimLeft(line, " ")
-		if fence != "" {
+		switch {
+		case fence != "":
 			if strings.HasPrefix(trimmed, fence) {
 				fence = ""
 			}
-			continue
-		}
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
+		case strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~"):
 			fence = trimmed[:3]
-			continue
+		default:
+			f(line)
 		}
-		f(codeSpan.ReplaceAllString(line, "``"))
 	}
+}
+
+// prose calls f with each line of a Markdown text outside fenced code
+// blocks, its code spans blanked.
+func prose(text string, f func(line string)) {
+	outsideFences(text, func(line string) { f(codeSpan.ReplaceAllString(line, "``")) })
 }
 
 // anchors is the set of anchors a Markdown page has: its headings as
@@ -79,26 +84,13 @@ func prose(text string, f func(line string)) {
 func anchors(text string) map[string]bool {
 	set := map[string]bool{}
 	seen := map[string]int{}
-	fence := ""
-	for line := range strings.Lines(text) {
-		line = strings.TrimRight(line, "\n")
-		trimmed := strings.TrimLeft(line, " ")
-		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if strings.HasPrefix(trimmed, "```") || strings.HasPrefix(trimmed, "~~~") {
-			fence = trimmed[:3]
-			continue
-		}
+	outsideFences(text, func(line string) {
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
 			set[m[1]] = true
 		}
 		m := heading.FindStringSubmatch(line)
 		if m == nil {
-			continue
+			return
 		}
 		slug := strings.Map(func(r rune) rune {
 			switch {
@@ -115,7 +107,7 @@ func anchors(text string) map[string]bool {
 			set[slug] = true
 		}
 		seen[slug]++
-	}
+	})
 	return set
 }
 
