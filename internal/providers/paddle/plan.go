@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/customers"
 	"github.com/paywebhooks/receiver/internal/dunning"
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/dunning"
+	"github.com/paywebhooks/receiver/internal/entitlements"
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/sales"
