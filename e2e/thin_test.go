@@ -18,12 +18,12 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// The thin route's secret and the API key of the Stripe fake the
-// receiver fetches thin events from.
-const (
-	thinSecret = "whsec_e2e_thin_destination_secret"
-	thinAPIKey = "sk_test_e2e_thin"
-)
+// The thin route's secret (a development value of its variable, as long
+// as start-up asks) and the API key of the Stripe fake the receiver
+// fetches thin events from.
+var thinSecret = stripe.ThinSpec.Secret.DevValue("e2e_thin_destination_0123456789abcdef")
+
+const thinAPIKey = "sk_test_e2e_thin"
 
 // thinDelivery is a thin event posted to /webhooks/stripe/thin, signed
 // afresh at each attempt with secret.
