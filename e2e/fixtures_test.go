@@ -69,7 +69,7 @@ func checkout(n int, prefix string) delivery {
 // checkoutAt is checkout's event, created at created.
 func checkoutAt(n int, prefix string, created time.Time) delivery {
 	id := fmt.Sprintf("evt_%s_checkout_%04d", prefix, n)
-	return stripeDelivery(id, stripeEventAt(id, "checkout.session.completed", created, map[string]any{
+	d := stripeDelivery(id, stripeEventAt(id, "checkout.session.completed", created, map[string]any{
 		"id":               checkoutSession(n, prefix),
 		"object":           "checkout.session",
 		"mode":             "payment",
@@ -81,6 +81,8 @@ func checkoutAt(n int, prefix string, created time.Time) delivery {
 		"customer_details": map[string]any{"email": fmt.Sprintf("buyer%d@example.com", n), "name": "Buyer"},
 		"customer_email":   nil,
 	}))
+	d.Order = "order:stripe:" + checkoutSession(n, prefix)
+	return d
 }
 
 func checkoutSession(n int, prefix string) string { return fmt.Sprintf("cs_%s_%04d", prefix, n) }
@@ -118,10 +120,10 @@ func unknownStripeEvent(id string) delivery {
 
 // purchase is a GitHub marketplace_purchase purchased for account
 // 100000+n: an order (external_id "account:<id>"), a welcome email and a
-// fulfillment call.
+// fulfillment call, steps of the order's sale of 2026-01-05.
 func purchase(n int, prefix string) delivery {
 	guid := fmt.Sprintf("%s-%08x-0000-4000-8000-%012x", prefix, n, n)
-	return githubDelivery("marketplace_purchase", guid, mustJSON(map[string]any{
+	d := githubDelivery("marketplace_purchase", guid, mustJSON(map[string]any{
 		"action":         "purchased",
 		"effective_date": "2026-01-05T00:00:00+00:00",
 		"sender":         map[string]any{"login": "admin", "id": 501, "type": "User"},
@@ -139,6 +141,10 @@ func purchase(n int, prefix string) delivery {
 			},
 		},
 	}))
+	// Each purchase of an account is a sale of its own, told by its
+	// effective date (in UTC, RFC 3339).
+	d.Order = fmt.Sprintf("order:github_marketplace:account:%d:2026-01-05T00:00:00Z", accountID(n))
+	return d
 }
 
 func accountID(n int) int { return 100000 + n }

@@ -627,6 +627,10 @@ type delivery struct {
 	Path   string // /webhooks/stripe or /webhooks/github
 	Body   []byte
 	header func() http.Header
+	// Order, for a delivery that makes a sale, is the order whose steps
+	// its email and fulfillment call are (sales.Plan): "order:<source>:
+	// <external id>" (and ":<effective date>" for a Marketplace purchase).
+	Order string
 }
 
 // Header returns the headers of one attempt.
@@ -634,6 +638,18 @@ func (d delivery) Header() http.Header { return d.header() }
 
 // StepKey is the claim key of one of the event's steps.
 func (d delivery) StepKey(step string) string { return d.Key + "/" + step }
+
+// SaleRef is what the Message-ID or Idempotency-Key of one of the steps of
+// the sale d makes (its confirmation or welcome email, its fulfillment
+// call) derives from: "<order>/<step>" (webhooks.RefKey), whichever event
+// planned it; its claim is still StepKey. Other steps' derive from their
+// StepKey.
+func (d delivery) SaleRef(step string) string {
+	if d.Order == "" {
+		panic("e2e: delivery " + d.ID + " makes no sale a fixture knows the order of")
+	}
+	return d.Order + "/" + step
+}
 
 // stripeDelivery signs body, whose event id is id, afresh at each attempt.
 func stripeDelivery(id string, body []byte) delivery {

@@ -145,11 +145,11 @@ func TestPoolerReplicas(t *testing.T) {
 	}
 
 	var events []delivery
-	var mailSteps, callSteps []string
+	var mailSteps, callSteps []string // what each step's Message-ID or Idempotency-Key derives from
 	for i := range checkouts {
 		d := checkout(i, "pooled")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.StepKey(stepConfirmation)), append(callSteps, d.StepKey(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepConfirmation)), append(callSteps, d.SaleRef(stepFulfillment))
 	}
 	for i := range invoices {
 		paid := invoiceEvent(i, "pooled", "invoice.paid")
@@ -159,7 +159,7 @@ func TestPoolerReplicas(t *testing.T) {
 	for i := range purchases {
 		d := purchase(i, "pooled")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.StepKey(stepWelcome)), append(callSteps, d.StepKey(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepWelcome)), append(callSteps, d.SaleRef(stepFulfillment))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -29,11 +29,11 @@ func TestReplicas(t *testing.T) {
 	}
 
 	var events []delivery
-	var mailSteps, callSteps []string
+	var mailSteps, callSteps []string // what each step's Message-ID or Idempotency-Key derives from
 	for i := range checkouts {
 		d := checkout(i, "replica")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.StepKey(stepConfirmation)), append(callSteps, d.StepKey(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepConfirmation)), append(callSteps, d.SaleRef(stepFulfillment))
 	}
 	for i := range invoices {
 		paid := invoiceEvent(i, "replica", "invoice.paid")
@@ -43,7 +43,7 @@ func TestReplicas(t *testing.T) {
 	for i := range purchases {
 		d := purchase(i, "replica")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.StepKey(stepWelcome)), append(callSteps, d.StepKey(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepWelcome)), append(callSteps, d.SaleRef(stepFulfillment))
 	}
 	rand.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 
@@ -229,7 +229,7 @@ func TestDatabaseOutage(t *testing.T) {
 	mails, calls := w.mailsByID(), w.fulfillmentsByKey()
 	var dups int
 	for _, d := range events {
-		m, c := mails[messageID(d.StepKey(stepConfirmation))], calls[idemKey(d.StepKey(stepFulfillment))]
+		m, c := mails[messageID(d.SaleRef(stepConfirmation))], calls[idemKey(d.SaleRef(stepFulfillment))]
 		if m == 0 || c == 0 {
 			t.Errorf("%s: %d confirmation emails, %d fulfillment calls; want both done", d.ID, m, c)
 		}
@@ -305,7 +305,7 @@ func TestGracefulDeploy(t *testing.T) {
 		if n := count(t, w.DB, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, events[i].ID); n != 1 {
 			t.Errorf("%s acknowledged with %d orders", events[i].ID, n)
 		}
-		if w.mailsByID()[messageID(events[i].StepKey(stepConfirmation))] != 1 || w.fulfillmentsByKey()[idemKey(events[i].StepKey(stepFulfillment))] != 1 {
+		if w.mailsByID()[messageID(events[i].SaleRef(stepConfirmation))] != 1 || w.fulfillmentsByKey()[idemKey(events[i].SaleRef(stepFulfillment))] != 1 {
 			t.Errorf("%s acknowledged but its email or fulfillment call is missing", events[i].ID)
 		}
 	}
@@ -330,7 +330,7 @@ func TestGracefulDeploy(t *testing.T) {
 	}
 	mails, calls := w.mailsByID(), w.fulfillmentsByKey()
 	for _, d := range events {
-		if m, c := mails[messageID(d.StepKey(stepConfirmation))], calls[idemKey(d.StepKey(stepFulfillment))]; m != 1 || c != 1 {
+		if m, c := mails[messageID(d.SaleRef(stepConfirmation))], calls[idemKey(d.SaleRef(stepFulfillment))]; m != 1 || c != 1 {
 			t.Errorf("%s: %d emails, %d fulfillment calls; want 1 and 1 (no kill happened)", d.ID, m, c)
 		}
 	}

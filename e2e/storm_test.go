@@ -67,22 +67,27 @@ func killStorm(t *testing.T, w *world, st storm, env ...string) {
 
 	// The events, and what each must lead to.
 	var events []delivery
-	type expectedStep struct{ key, kind string } // kind: mail or fulfillment
+	// key: the step's claim; ref: what its Message-ID or Idempotency-Key
+	// derives from (a sale's steps are the order's); kind: mail or
+	// fulfillment.
+	type expectedStep struct{ key, ref, kind string }
 	var steps []expectedStep
 	for i := range checkouts {
 		d := checkout(i, "storm")
 		events = append(events, d)
-		steps = append(steps, expectedStep{d.StepKey(stepConfirmation), "mail"}, expectedStep{d.StepKey(stepFulfillment), "fulfillment"})
+		steps = append(steps, expectedStep{d.StepKey(stepConfirmation), d.SaleRef(stepConfirmation), "mail"},
+			expectedStep{d.StepKey(stepFulfillment), d.SaleRef(stepFulfillment), "fulfillment"})
 	}
 	for i := range invoices {
 		created, paid := invoiceEvent(i, "storm", "invoice.created"), invoiceEvent(i, "storm", "invoice.paid")
 		events = append(events, created, paid)
-		steps = append(steps, expectedStep{paid.StepKey(stepReceipt), "mail"})
+		steps = append(steps, expectedStep{paid.StepKey(stepReceipt), paid.StepKey(stepReceipt), "mail"})
 	}
 	for i := range purchases {
 		d := purchase(i, "storm")
 		events = append(events, d)
-		steps = append(steps, expectedStep{d.StepKey(stepWelcome), "mail"}, expectedStep{d.StepKey(stepFulfillment), "fulfillment"})
+		steps = append(steps, expectedStep{d.StepKey(stepWelcome), d.SaleRef(stepWelcome), "mail"},
+			expectedStep{d.StepKey(stepFulfillment), d.SaleRef(stepFulfillment), "fulfillment"})
 	}
 	deliveries := append(append([]delivery(nil), events...), events...) // every event twice
 	rng.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })
@@ -246,10 +251,10 @@ WHERE kind = 'step' AND status = 'in_progress' AND claimed_at > '-infinity'`)
 	for _, s := range steps {
 		var n int
 		if s.kind == "mail" {
-			n = mails[messageID(s.key)]
+			n = mails[messageID(s.ref)]
 			sentMails += n
 		} else {
-			n = calls[idemKey(s.key)]
+			n = calls[idemKey(s.ref)]
 			sentCalls += n
 		}
 		if n == 0 {

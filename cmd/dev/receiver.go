@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/config"
-	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
 )
@@ -97,7 +96,7 @@ func setUpReceiver(cfg options, getenv func(string) string, stderr io.Writer) ([
 		}
 	}
 	fmt.Fprintf(stderr, "Webhook routes: %s\n", strings.Join(routes, ", "))
-	fmt.Fprint(stderr, endpoints.Enable(endpoints.Targets(providers.All(), providers.Endpoints())))
+	fmt.Fprint(stderr, providers.Enable())
 	fmt.Fprintln(stderr, "From another terminal: eval \"$(bin/dev env)\" sets DATABASE_URL and the secrets this receiver runs with, then")
 	fmt.Fprintln(stderr, "  bin/server events list")
 	fmt.Fprintln(stderr, "  bin/loadgen -event checkout -count 1 -concurrency 1 -progress=false   # a signed test checkout")

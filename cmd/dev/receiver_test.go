@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paywebhooks/receiver/internal/config"
-	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/standardwebhooks"
@@ -64,7 +63,7 @@ func TestReceiverSetUp(t *testing.T) {
 		"Fulfillment API: FULFILLMENT_URL=http://127.0.0.1:",
 		"fulfillment API: 201 order 42 (stripe cs_test_42, 2500 eur), Idempotency-Key dev-test-key, signature verified",
 		"Webhook routes: http://localhost:8080/webhooks/stripe",
-		endpoints.Enable(endpoints.Targets(providers.All(), providers.Endpoints())),
+		providers.Enable(),
 		"stripe listen --forward-to localhost:8080/webhooks/stripe",
 		"STRIPE_WEBHOOK_SECRET=$(stripe listen --print-secret) make run",
 		`eval "$(bin/dev env)"`,

@@ -104,15 +104,27 @@ func newFake(t *testing.T) (*fakeReceiver, string) {
 
 func runJSON(t *testing.T, args ...string) Report {
 	t.Helper()
+	rep, err := runJSONErr(t, args...)
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return rep
+}
+
+// runJSONErr runs loadgen with -json and returns its report, which it
+// prints whether or not the run fails, and the run's error.
+func runJSONErr(t *testing.T, args ...string) (Report, error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), append(args, "-json", "-progress=false"), &out, &errOut); err != nil {
-		t.Fatalf("run: %v\nstderr: %s", err, errOut.String())
+	runErr := run(context.Background(), append(args, "-json", "-progress=false"), &out, &errOut)
+	if runErr != nil && errOut.Len() > 0 {
+		runErr = fmt.Errorf("%w\nstderr: %s", runErr, errOut.String())
 	}
 	var rep Report
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("report: %v\n%s", err, out.String())
+		t.Fatalf("report: %v (run: %v)\n%s", err, runErr, out.String())
 	}
-	return rep
+	return rep, runErr
 }
 
 func checkPercentiles(t *testing.T, l Latency) {
@@ -317,7 +329,8 @@ func TestMain(m *testing.M) {
 }
 
 // TestFollowsNoRedirect: like the providers' senders, loadgen takes a 3xx
-// as the answer; the signed body never goes where it points.
+// as the answer, a failed delivery (the run fails, after its report); the
+// signed body never goes where it points.
 func TestFollowsNoRedirect(t *testing.T) {
 	var elsewhere atomic.Int64
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { elsewhere.Add(1) }))
@@ -326,9 +339,12 @@ func TestFollowsNoRedirect(t *testing.T) {
 		http.Redirect(w, r, other.URL+"/webhooks/stripe", http.StatusTemporaryRedirect)
 	}))
 	t.Cleanup(srv.Close)
-	rep := runJSON(t, "-url", srv.URL, "-secret", testSecret, "-count", "10", "-concurrency", "2")
-	if rep.OK != 0 || rep.Status["307"] != 10 || elsewhere.Load() != 0 {
-		t.Fatalf("status %v; the redirect's target received %d deliveries", rep.Status, elsewhere.Load())
+	rep, err := runJSONErr(t, "-url", srv.URL, "-secret", testSecret, "-count", "10", "-concurrency", "2")
+	if !errors.As(err, new(failedError)) || err.Error() != "10 of 10 deliveries failed" {
+		t.Errorf("run: %v, want 10 of 10 deliveries failed", err)
+	}
+	if rep.OK != 0 || rep.Failed != 10 || rep.Status["307"] != 10 || elsewhere.Load() != 0 {
+		t.Fatalf("ok %d, failed %d, status %v; the redirect's target received %d deliveries", rep.OK, rep.Failed, rep.Status, elsewhere.Load())
 	}
 }
 

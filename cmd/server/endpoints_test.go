@@ -7,6 +7,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
 
 // TestEndpointsUsage: `server endpoints` prints its usage with no
@@ -41,7 +42,7 @@ func TestEndpointsUsage(t *testing.T) {
 func TestEndpointsCheckExitStatus(t *testing.T) {
 	api := stripetest.New(t, "rk_test_endpoints_check_0123")
 	env := map[string]string{"DATABASE_URL": "postgres://receiver@127.0.0.1:1/receiver", "PUBLIC_URL": "https://pay.example.com",
-		"STRIPE_WEBHOOK_SECRET": "whsec_endpoints_check_0123456789", "STRIPE_API_KEY": api.Key, "STRIPE_API_BASE": api.URL}
+		"STRIPE_WEBHOOK_SECRET": rt.Secret(stripe.Spec), "STRIPE_API_KEY": api.Key, "STRIPE_API_BASE": api.URL}
 	we := api.AddWebhookEndpoint(stripetest.WebhookEndpoint{URL: "https://pay.example.com/webhooks/stripe",
 		EnabledEvents: stripe.Spec.Types, APIVersion: stripe.APIVersion})
 

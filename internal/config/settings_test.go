@@ -14,13 +14,14 @@ import (
 func TestSettingsOfASecondSpec(t *testing.T) {
 	kv := valid()
 	kv["STRIPE_API_KEY"] = "sk_test_settings"
-	kv["STRIPE_THIN_WEBHOOK_SECRET"] = "whsec_thin_settings"
+	thin := stripe.ThinSpec.Secret.DevValue("thin_settings_0123456789abcdef")
+	kv["STRIPE_THIN_WEBHOOK_SECRET"] = thin
 	c, err := Load(env(kv), []webhooks.Spec{stripe.Spec, stripe.ThinSpec, github.Spec})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := c.Settings(stripe.ThinSource)
-	if len(s.Secrets) != 1 || s.Secrets[0] != "whsec_thin_settings" {
+	if len(s.Secrets) != 1 || s.Secrets[0] != thin {
 		t.Errorf("thin secrets %q", s.Secrets)
 	}
 	if got := s.Env("STRIPE_API_KEY"); got != "sk_test_settings" {

@@ -111,7 +111,10 @@ type Provider struct {
 	// variables.
 	Unconfigured func(env func(string) string) string
 	// New builds the provider's client. Its HTTP client should be
-	// reconcile.NewClient's.
+	// reconcile.NewClient's. Nil (and Unconfigured nil too) for endpoints
+	// that no API the check reads shows (Stripe's event destinations):
+	// the first hour's list names them (Enable), and the registry hands
+	// them to no check.
 	New func(Env) (Client, error)
 }
 

@@ -32,7 +32,7 @@ import (
 type Provider struct {
 	Spec       webhooks.Spec
 	Reconciler *reconcile.Reconciler // nil: no catch-up
-	Endpoints  *endpoints.Provider   // nil: no endpoint check
+	Endpoints  *endpoints.Provider   // nil: no endpoint check; without New: listed by make run only
 }
 
 // List returns every provider the receiver knows, in the order their
@@ -40,7 +40,7 @@ type Provider struct {
 func List() []Provider {
 	return []Provider{
 		{stripe.Spec, &stripe.Reconciler, &stripe.Endpoints},
-		{stripe.ThinSpec, nil, nil}, // Stripe's thin events: fetched from its API, no catch-up of their own
+		{stripe.ThinSpec, nil, &stripe.ThinEndpoints}, // Stripe's thin events: fetched from its API, no catch-up of their own
 		{github.Spec, &github.Reconciler, &github.Endpoints},
 		{paddle.Spec, &paddle.Reconciler, &paddle.Endpoints},
 		{polar.Spec, &polar.Reconciler, &polar.Endpoints},
@@ -68,17 +68,32 @@ func Reconcilers() []reconcile.Reconciler {
 	return out
 }
 
-// Endpoints returns the endpoint settings of every provider of List that
-// has them (`server endpoints check`, the periodic check, make run's
-// list of event types to enable).
+// Endpoints returns the endpoint settings the endpoint check reads, of
+// every provider of List that has them (`server endpoints check`, the
+// periodic check).
 func Endpoints() []endpoints.Provider {
 	var out []endpoints.Provider
 	for _, p := range List() {
-		if p.Endpoints != nil {
+		if p.Endpoints != nil && p.Endpoints.New != nil {
 			out = append(out, *p.Endpoints)
 		}
 	}
 	return out
+}
+
+// Enable is the first hour's list of the event types to enable at each
+// provider (endpoints.Enable), for every provider of List with endpoint
+// settings, those the check does not read included (Stripe's event
+// destination of thin events): make run prints it, and the README holds
+// it word for word.
+func Enable() string {
+	var ps []endpoints.Provider
+	for _, p := range List() {
+		if p.Endpoints != nil {
+			ps = append(ps, *p.Endpoints)
+		}
+	}
+	return endpoints.Enable(endpoints.Targets(All(), ps))
 }
 
 // StepKinds returns the step kinds the receiver runs, by the name a Step

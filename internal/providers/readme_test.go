@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -78,7 +77,7 @@ const enableBegin, enableEnd = "<!-- enable: generated from internal/providers b
 // starts acting on is listed by running `go test ./internal/providers
 // -update`.
 func TestREADMEEnableList(t *testing.T) {
-	list := endpoints.Enable(endpoints.Targets(providers.All(), providers.Endpoints()))
+	list := providers.Enable()
 	for _, s := range providers.All() {
 		for _, typ := range s.Types {
 			if !strings.Contains(list, typ) {
@@ -87,6 +86,25 @@ func TestREADMEEnableList(t *testing.T) {
 		}
 	}
 	generated(t, endpointsDoc, enableBegin, enableEnd, "```text\n"+list+"```\n", "list of event types to enable")
+}
+
+// TestEndpointsChecked: what the registry hands the endpoint check (and the
+// periodic check, which asks each whether it is configured) is only
+// settings the check can read; the others, listed by make run alone, are
+// not among them.
+func TestEndpointsChecked(t *testing.T) {
+	checked := map[string]bool{}
+	for _, p := range providers.Endpoints() {
+		if p.New == nil || p.Unconfigured == nil {
+			t.Errorf("%s: endpoint settings without New or Unconfigured handed to the check", p.Source)
+		}
+		checked[p.Source] = true
+	}
+	for _, p := range providers.List() {
+		if p.Endpoints != nil && p.Endpoints.New != nil && !checked[p.Spec.Source] {
+			t.Errorf("%s: endpoint settings the check can read are not handed to it", p.Spec.Source)
+		}
+	}
 }
 
 // generated checks that the page doc (a path from the repository's root)

@@ -53,7 +53,7 @@ func TestPeriodicEndpointAlert(t *testing.T) {
 		EnabledEvents: stripe.Spec.Types, APIVersion: stripe.APIVersion})
 	pool := pgtest.NewPool(t)
 	env := map[string]string{"DATABASE_URL": "postgres://receiver@localhost:5432/receiver", "PUBLIC_URL": "https://pay.example.com",
-		"RECONCILE_INTERVAL": "15m", "ALERT_WEBHOOK_URL": sink.URL, "STRIPE_WEBHOOK_SECRET": "whsec_periodic_0123456789",
+		"RECONCILE_INTERVAL": "15m", "ALERT_WEBHOOK_URL": sink.URL, "STRIPE_WEBHOOK_SECRET": stripe.Spec.Secret.DevValue("periodic_0123456789abcdef"),
 		"STRIPE_API_KEY": api.Key, "STRIPE_API_BASE": api.URL}
 	cfg, err := config.Load(func(k string) string { return env[k] }, []webhooks.Spec{stripe.Spec})
 	if err != nil {

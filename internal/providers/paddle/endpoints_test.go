@@ -12,6 +12,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/endpoints/endpointstest"
 	"github.com/paywebhooks/receiver/internal/providers/paddle"
 	"github.com/paywebhooks/receiver/internal/providers/paddle/paddletest"
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
 
 // TestEndpoints holds Paddle's endpoint settings to the suite every
@@ -31,7 +32,7 @@ func TestEndpoints(t *testing.T) {
 		return endpointstest.Fake{
 			Target: endpoints.Target{Spec: paddle.Spec, Provider: paddle.Endpoints},
 			Env: map[string]string{"PADDLE_API_KEY": paddleKey, "PADDLE_API_BASE": api.URL,
-				"PADDLE_WEBHOOK_SECRET": "pdl_ntfset_endpoints_test_0123456789"},
+				"PADDLE_WEBHOOK_SECRET": rt.Secret(paddle.Spec)},
 			Add: func(ep endpoints.Endpoint) string {
 				v, _ := strconv.Atoi(ep.Version)
 				return api.AddNotificationSetting(paddletest.NotificationSetting{Destination: ep.URL, Active: ep.Enabled,
@@ -70,7 +71,7 @@ func TestSimulationOnly(t *testing.T) {
 	api := paddletest.New(t, paddleKey)
 	n := api.AddNotificationSetting(paddletest.NotificationSetting{Destination: endpointstest.PublicURL + paddle.Spec.Route(), Active: true,
 		SubscribedEvents: paddle.Spec.Types, TrafficSource: "simulation"})
-	env := map[string]string{"PADDLE_API_KEY": paddleKey, "PADDLE_API_BASE": api.URL, "PADDLE_WEBHOOK_SECRET": "pdl_ntfset_endpoints_test_0123456789"}
+	env := map[string]string{"PADDLE_API_KEY": paddleKey, "PADDLE_API_BASE": api.URL, "PADDLE_WEBHOOK_SECRET": rt.Secret(paddle.Spec)}
 	r := endpointstest.Check(t, endpoints.Target{Spec: paddle.Spec, Provider: paddle.Endpoints}, env, endpoints.Options{}, 0)
 	out := endpointstest.Text(t, r)
 	if len(r.Findings) != 1 || r.Findings[0].Kind != "traffic" || r.OK() || !strings.Contains(out, "receives simulated events only") {

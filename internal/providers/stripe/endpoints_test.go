@@ -10,6 +10,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/endpoints/endpointstest"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
+	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
 
 // TestEndpoints holds Stripe's endpoint settings to the suite every
@@ -27,7 +28,7 @@ func TestEndpoints(t *testing.T) {
 		return endpointstest.Fake{
 			Target: endpoints.Target{Spec: stripe.Spec, Provider: stripe.Endpoints},
 			Env: map[string]string{"STRIPE_API_KEY": stripeKey, "STRIPE_API_BASE": api.URL, "STRIPE_LIVEMODE": "false",
-				"STRIPE_WEBHOOK_SECRET": "whsec_endpoints_test_0123456789"},
+				"STRIPE_WEBHOOK_SECRET": rt.Secret(stripe.Spec)},
 			Add: func(ep endpoints.Endpoint) string {
 				status := "enabled"
 				if !ep.Enabled {
@@ -71,7 +72,7 @@ func TestEndpointOfAnotherMode(t *testing.T) {
 	here := endpointstest.PublicURL + stripe.Spec.Route()
 	api.AddWebhookEndpoint(stripetest.WebhookEndpoint{URL: here, EnabledEvents: []string{"*"}, APIVersion: stripe.APIVersion, Livemode: true})
 	env := map[string]string{"STRIPE_API_KEY": stripeKey, "STRIPE_API_BASE": api.URL, "STRIPE_LIVEMODE": "false",
-		"STRIPE_WEBHOOK_SECRET": "whsec_endpoints_test_0123456789"}
+		"STRIPE_WEBHOOK_SECRET": rt.Secret(stripe.Spec)}
 	r := endpointstest.Check(t, endpoints.Target{Spec: stripe.Spec, Provider: stripe.Endpoints}, env, endpoints.Options{Fix: true}, 0)
 	out := endpointstest.Text(t, r)
 	if len(r.Findings) != 2 || r.Findings[0].Kind != "mode" || r.Findings[1].Kind != endpoints.KindUnhandled || r.OK() || len(r.Changes) != 0 {

@@ -119,12 +119,16 @@ type Server struct {
 	plans     []ListingPlan
 	accounts  map[int64]*Account
 	created   int
-	requests  []Request
 	failures  []int
 	misbehave Misbehaviour
 	redirect  string
 	endless   int64
 	hook      AppHook // the App's webhook (endpoints.go)
+
+	// requests has a lock of its own: a request is recorded when its
+	// answer starts, which may be under mu.
+	reqMu    sync.Mutex
+	requests []Request
 }
 
 // New starts a fake API for the GitHub App appID, with a fresh RSA key, and
@@ -209,8 +213,8 @@ func (s *Server) RedirectTo(base string) {
 
 // Requests returns the calls answered so far, in order.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.reqMu.Lock()
+	defer s.reqMu.Unlock()
 	return slices.Clone(s.requests)
 }
 
@@ -243,11 +247,42 @@ func signJWT(key *rsa.PrivateKey, header, claims map[string]any) string {
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
 
+// serveHTTP answers a request and records it, with its status, when its
+// answer's status is written: before any of the answer reaches the client,
+// which may decode a page and go on before the handler returns, so that
+// Requests lists every request whose answer a client has read.
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	status := s.answer(w, r)
-	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: status})
-	s.mu.Unlock()
+	rw := &recording{ResponseWriter: w, record: func(status int) {
+		s.reqMu.Lock()
+		defer s.reqMu.Unlock()
+		s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.Query(), Status: status})
+	}}
+	if status := s.answer(rw, r); !rw.recorded {
+		rw.record(status)
+	}
+}
+
+// recording is a ResponseWriter that calls record with the status before
+// the status is written.
+type recording struct {
+	http.ResponseWriter
+	record   func(status int)
+	recorded bool
+}
+
+func (w *recording) WriteHeader(status int) {
+	if !w.recorded {
+		w.recorded = true
+		w.record(status)
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *recording) Write(b []byte) (int, error) {
+	if !w.recorded {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(b)
 }
 
 func (s *Server) answer(w http.ResponseWriter, r *http.Request) int {
