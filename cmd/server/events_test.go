@@ -494,7 +494,7 @@ func TestEventsShowAttempts(t *testing.T) {
 			got = append(got, fmt.Sprintf("%s %d %s %d", c.Step, a.Attempt, a.Outcome, a.Status))
 		}
 	}
-	want := []string{"email.confirmation 1 done 0", "fulfillment 1 failed 503", "fulfillment 2 done 0"}
+	want := []string{"email.confirmation 1 done 250", "fulfillment 1 failed 503", "fulfillment 2 done 201"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("--json attempts (-want +got):\n%s", diff)
 	}

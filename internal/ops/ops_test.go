@@ -90,7 +90,7 @@ func TestAttemptHistory(t *testing.T) {
 	want := []string{
 		"1 failed status=503 *fulfillment.StatusError",
 		"2 failed status=503 *fulfillment.StatusError",
-		"3 done",
+		"3 done status=201",
 	}
 	if diff := cmp.Diff(want, attemptLines(f.History)); diff != "" {
 		t.Errorf("fulfillment attempts (-want +got):\n%s", diff)
@@ -104,7 +104,7 @@ func TestAttemptHistory(t *testing.T) {
 		t.Error("the attempts are not in the order they were made")
 	}
 	// The email went out at the first delivery; its one attempt, done.
-	if diff := cmp.Diff([]string{"1 done"}, attemptLines(step(t, d, "email.confirmation").History)); diff != "" {
+	if diff := cmp.Diff([]string{"1 done status=250"}, attemptLines(step(t, d, "email.confirmation").History)); diff != "" {
 		t.Errorf("email attempts (-want +got):\n%s", diff)
 	}
 	// The same attempts in the table an outside check reads.
