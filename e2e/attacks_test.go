@@ -568,7 +568,7 @@ WHERE event_key LIKE 'evt_inflight_checkout_%/email.confirmation' AND status = '
 	}
 	calls := w.fulfillmentsByKey()
 	for i := range limit + extra {
-		if n := calls[idemKey(checkout(i, "inflight").SaleRef(stepFulfillment))]; n != 1 {
+		if n := calls[idemKey(checkout(i, "inflight").Ref(stepFulfillment))]; n != 1 {
 			t.Errorf("checkout %d: %d fulfillment calls, want 1", i, n)
 		}
 	}
@@ -864,7 +864,7 @@ func TestAttackMessageIDAcrossMailFrom(t *testing.T) {
 	m := msgs[0]
 	evidence(t, "email step planned under MAIL_FROM "+mailFrom+", sent by a process with "+otherFrom,
 		"Message-ID "+m.MessageID, "envelope sender "+m.From)
-	if want := messageID(d.SaleRef(stepConfirmation)); m.MessageID != want {
+	if want := messageID(d.Ref(stepConfirmation)); m.MessageID != want {
 		t.Errorf("Message-ID %s, want %s (stamped when the step was planned)", m.MessageID, want)
 	}
 	if m.From != "shop@example.test" {
@@ -936,7 +936,7 @@ func TestAttackFulfillmentUnset(t *testing.T) {
 	if counted != "1" {
 		t.Errorf(`webhook_step_outcomes_total{outcome="skipped",step="fulfillment"} = %q, want 1`, counted)
 	}
-	if n := w.mailsByID()[messageID(d.SaleRef(stepConfirmation))]; n != 1 {
+	if n := w.mailsByID()[messageID(d.Ref(stepConfirmation))]; n != 1 {
 		t.Errorf("confirmation emails = %d, want 1", n)
 	}
 }

@@ -201,7 +201,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	if st, attempts := w.stepState(t, parked.StepKey(stepFulfillment)); st != "done" || attempts != 1 {
 		t.Errorf("the fulfillment step is %s after %d attempts; want done after 1 (attempts reset by the replay)", st, attempts)
 	}
-	if n := w.API.CountByKey(idemKey(parked.SaleRef(stepFulfillment))); n != 4 {
+	if n := w.API.CountByKey(idemKey(parked.Ref(stepFulfillment))); n != 4 {
 		t.Errorf("the fulfillment API saw the step's Idempotency-Key %d times, want 4 (503 three times, then replayed)", n)
 	}
 	if got := text("#attempts-fulfillment tbody tr:last-child .badge"); got != "done" {

@@ -46,10 +46,10 @@ func TestSeedSameDeliveryTwice(t *testing.T) {
 				t.Errorf("orders = %d, want 1", n)
 			}
 			mails, calls := w.mailsByID(), w.fulfillmentsByKey()
-			if n := mails[messageID(tc.d.SaleRef(tc.steps[0]))]; n != 1 || len(w.SMTP.Messages()) != 1 {
+			if n := mails[messageID(tc.d.Ref(tc.steps[0]))]; n != 1 || len(w.SMTP.Messages()) != 1 {
 				t.Errorf("emails = %d (%d in all), want 1", n, len(w.SMTP.Messages()))
 			}
-			if n := calls[idemKey(tc.d.SaleRef(tc.steps[1]))]; n != 1 || len(w.API.Requests()) != 1 {
+			if n := calls[idemKey(tc.d.Ref(tc.steps[1]))]; n != 1 || len(w.API.Requests()) != 1 {
 				t.Errorf("fulfillment calls = %d (%d in all), want 1", n, len(w.API.Requests()))
 			}
 		})
@@ -87,10 +87,10 @@ func TestSeedKillBetweenClaimAndCommit(t *testing.T) {
 			}
 			// The kill landed before the commit: nothing had left the
 			// database, so each step ran exactly once.
-			if n := w.mailsByID()[messageID(d.SaleRef(stepConfirmation))]; n != 1 {
+			if n := w.mailsByID()[messageID(d.Ref(stepConfirmation))]; n != 1 {
 				t.Errorf("confirmation emails = %d, want 1", n)
 			}
-			if n := w.fulfillmentsByKey()[idemKey(d.SaleRef(stepFulfillment))]; n != 1 {
+			if n := w.fulfillmentsByKey()[idemKey(d.Ref(stepFulfillment))]; n != 1 {
 				t.Errorf("fulfillment calls = %d, want 1", n)
 			}
 			assertAllDone(t, w, d)
@@ -158,11 +158,11 @@ SELECT claimed_at, claimed_at > now() - $2 * interval '1 millisecond' FROM proce
 				t.Errorf("fulfillment calls = %d, want 1 + %d kill inside the step", len(reqs), killsInsideStep)
 			}
 			for _, r := range reqs {
-				if want := idemKey(d.SaleRef(stepFulfillment)); r.IdempotencyKey != want {
+				if want := idemKey(d.Ref(stepFulfillment)); r.IdempotencyKey != want {
 					t.Errorf("fulfillment call with Idempotency-Key %q, want %q on every attempt", r.IdempotencyKey, want)
 				}
 			}
-			if n := w.mailsByID()[messageID(d.SaleRef(stepConfirmation))]; n != 1 {
+			if n := w.mailsByID()[messageID(d.Ref(stepConfirmation))]; n != 1 {
 				t.Errorf("confirmation emails = %d, want 1 (it was done before the kill)", n)
 			}
 			assertAllDone(t, w, d)

@@ -349,7 +349,7 @@ func TestFailoverSynchronous(t *testing.T) {
 		if n := count(t, f.newPrimary, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, e.d.ID); n != 1 {
 			t.Errorf("%s: %d orders, want 1", e.d.ID, n)
 		}
-		m, c := mails[messageID(e.d.SaleRef(stepConfirmation))], calls[idemKey(e.d.SaleRef(stepFulfillment))]
+		m, c := mails[messageID(e.d.Ref(stepConfirmation))], calls[idemKey(e.d.Ref(stepFulfillment))]
 		switch {
 		case m == 0 || c == 0:
 			t.Errorf("%s: %d emails, %d fulfillment calls; want both done", e.d.ID, m, c)
@@ -384,7 +384,7 @@ func TestFailoverAsynchronous(t *testing.T) {
 	// being asynchronous, are lost too.)
 	mails, calls := f.w.mailsByID(), f.w.fulfillmentsByKey()
 	for _, e := range lost {
-		if m, c := mails[messageID(e.d.SaleRef(stepConfirmation))], calls[idemKey(e.d.SaleRef(stepFulfillment))]; m != 1 || c != 1 {
+		if m, c := mails[messageID(e.d.Ref(stepConfirmation))], calls[idemKey(e.d.Ref(stepFulfillment))]; m != 1 || c != 1 {
 			t.Errorf("%s, acknowledged then lost: %d emails, %d fulfillment calls before the catch-up; want 1 each", e.d.ID, m, c)
 		}
 	}
@@ -422,7 +422,7 @@ func TestFailoverAsynchronous(t *testing.T) {
 		if n := count(t, f.newPrimary, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, e.d.ID); n != 1 {
 			t.Errorf("%s: %d orders after the catch-up, want 1", e.d.ID, n)
 		}
-		m, c := mails[messageID(e.d.SaleRef(stepConfirmation))], calls[idemKey(e.d.SaleRef(stepFulfillment))]
+		m, c := mails[messageID(e.d.Ref(stepConfirmation))], calls[idemKey(e.d.Ref(stepFulfillment))]
 		switch {
 		case isLost[e.d.ID] && (m != 2 || c != 2):
 			t.Errorf("%s, lost and brought back: %d emails, %d fulfillment calls; want each once more (2) under the same Message-ID and Idempotency-Key", e.d.ID, m, c)
@@ -552,7 +552,7 @@ func TestCommitOutcomeUnknown(t *testing.T) {
 	if n := count(t, w.DB, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, d.ID); n != 1 {
 		t.Errorf("orders = %d, want 1", n)
 	}
-	if m, c := w.mailsByID()[messageID(d.SaleRef(stepConfirmation))], w.fulfillmentsByKey()[idemKey(d.SaleRef(stepFulfillment))]; m != 1 || c != 1 {
+	if m, c := w.mailsByID()[messageID(d.Ref(stepConfirmation))], w.fulfillmentsByKey()[idemKey(d.Ref(stepFulfillment))]; m != 1 || c != 1 {
 		t.Errorf("%d emails, %d fulfillment calls; want 1 each", m, c)
 	}
 	t.Logf("unknown commit outcome: first answer %d; the retries were answered %v", res.Status, statuses)

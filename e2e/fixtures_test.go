@@ -81,7 +81,7 @@ func checkoutAt(n int, prefix string, created time.Time) delivery {
 		"customer_details": map[string]any{"email": fmt.Sprintf("buyer%d@example.com", n), "name": "Buyer"},
 		"customer_email":   nil,
 	}))
-	d.Order = "order:stripe:" + checkoutSession(n, prefix)
+	d.Object = "order:stripe:" + checkoutSession(n, prefix)
 	return d
 }
 
@@ -96,7 +96,7 @@ func invoiceEvent(n int, prefix, typ string) delivery {
 	if typ == "invoice.paid" {
 		status, paid = "paid", 2000+n
 	}
-	return stripeDelivery(id, stripeEvent(id, typ, map[string]any{
+	d := stripeDelivery(id, stripeEvent(id, typ, map[string]any{
 		"id":             invoiceID(n, prefix),
 		"object":         "invoice",
 		"status":         status,
@@ -107,6 +107,10 @@ func invoiceEvent(n int, prefix, typ string) delivery {
 		"attempt_count":  1,
 		"billing_reason": "subscription_cycle",
 	}))
+	if typ == "invoice.paid" {
+		d.Object = "invoice:" + invoiceID(n, prefix) // its receipt is the invoice's
+	}
+	return d
 }
 
 func invoiceID(n int, prefix string) string { return fmt.Sprintf("in_%s_%04d", prefix, n) }
@@ -143,7 +147,7 @@ func purchase(n int, prefix string) delivery {
 	}))
 	// Each purchase of an account is a sale of its own, told by its
 	// effective date (in UTC, RFC 3339).
-	d.Order = fmt.Sprintf("order:github_marketplace:account:%d:2026-01-05T00:00:00Z", accountID(n))
+	d.Object = fmt.Sprintf("order:github_marketplace:account:%d:2026-01-05T00:00:00Z", accountID(n))
 	return d
 }
 

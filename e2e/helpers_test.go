@@ -627,10 +627,12 @@ type delivery struct {
 	Path   string // /webhooks/stripe or /webhooks/github
 	Body   []byte
 	header func() http.Header
-	// Order, for a delivery that makes a sale, is the order whose steps
-	// its email and fulfillment call are (sales.Plan): "order:<source>:
-	// <external id>" (and ":<effective date>" for a Marketplace purchase).
-	Order string
+	// Object, for a delivery whose steps act on a business object, is that
+	// object (webhooks.Step.Object): a sale's order, whose email and
+	// fulfillment call they are (sales.Plan: "order:<source>:<external id>",
+	// and ":<effective date>" for a Marketplace purchase); a paid invoice,
+	// whose receipt it is ("invoice:<id>").
+	Object string
 }
 
 // Header returns the headers of one attempt.
@@ -639,16 +641,16 @@ func (d delivery) Header() http.Header { return d.header() }
 // StepKey is the claim key of one of the event's steps.
 func (d delivery) StepKey(step string) string { return d.Key + "/" + step }
 
-// SaleRef is what the Message-ID or Idempotency-Key of one of the steps of
-// the sale d makes (its confirmation or welcome email, its fulfillment
-// call) derives from: "<order>/<step>" (webhooks.RefKey), whichever event
-// planned it; its claim is still StepKey. Other steps' derive from their
-// StepKey.
-func (d delivery) SaleRef(step string) string {
-	if d.Order == "" {
-		panic("e2e: delivery " + d.ID + " makes no sale a fixture knows the order of")
+// Ref is what the Message-ID or Idempotency-Key of one of d's steps that
+// act on its Object (a sale's confirmation or welcome email and its
+// fulfillment call, an invoice's receipt) derives from: "<object>/<step>"
+// (webhooks.RefKey), whichever event planned it; its claim is still
+// StepKey. Other steps' derive from their StepKey.
+func (d delivery) Ref(step string) string {
+	if d.Object == "" {
+		panic("e2e: delivery " + d.ID + " acts on no object a fixture knows")
 	}
-	return d.Order + "/" + step
+	return d.Object + "/" + step
 }
 
 // stripeDelivery signs body, whose event id is id, afresh at each attempt.

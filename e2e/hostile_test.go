@@ -181,10 +181,10 @@ func TestHostileInput(t *testing.T) {
 		if n := count(t, w.DB, `SELECT count(*) FROM orders WHERE source = 'github_marketplace' AND external_id = $1`, fmt.Sprintf("account:%d", accountID(1))); n != 1 {
 			t.Errorf("orders = %d, want 1", n)
 		}
-		if n := w.mailsByID()[messageID(gh.SaleRef(stepWelcome))]; n != 1 {
+		if n := w.mailsByID()[messageID(gh.Ref(stepWelcome))]; n != 1 {
 			t.Errorf("welcome emails = %d, want 1", n)
 		}
-		if n := w.fulfillmentsByKey()[idemKey(gh.SaleRef(stepFulfillment))]; n != 1 {
+		if n := w.fulfillmentsByKey()[idemKey(gh.Ref(stepFulfillment))]; n != 1 {
 			t.Errorf("fulfillment calls = %d, want 1", n)
 		}
 	})

@@ -24,7 +24,7 @@ func TestSlowEventTransactionStepsRunOnce(t *testing.T) {
 	w := newWorld(t)
 	p := startReceiver(t, "receiver", w.env("LEASE_DURATION", lease.String(), "REDRIVE_INTERVAL", "200ms"))
 	d := checkout(1, "slowtx")
-	key := idemKey(d.SaleRef(stepFulfillment))
+	key := idemKey(d.Ref(stepFulfillment))
 
 	release := w.API.Hold()
 	defer release()
@@ -69,7 +69,7 @@ func TestSlowEventTransactionStepsRunOnce(t *testing.T) {
 			"so a transaction slower than the lease commits leases that have already run out and the redriver "+
 			"runs the steps again while their worker is still running them", n)
 	}
-	if n := w.mailsByID()[messageID(d.SaleRef(stepConfirmation))]; n != 1 {
+	if n := w.mailsByID()[messageID(d.Ref(stepConfirmation))]; n != 1 {
 		t.Errorf("confirmation emails = %d, want 1", n)
 	}
 	if p.out.contains("lease was taken meanwhile") || p.out.contains("after its lease was taken") {

@@ -127,7 +127,7 @@ func TestGitHubNeverRetries(t *testing.T) {
 			t.Errorf("%s: answered 200 but nothing committed", d.ID)
 		default:
 			lost++
-			if orders != 0 || w.fulfillmentsByKey()[idemKey(d.SaleRef(stepFulfillment))] != 0 {
+			if orders != 0 || w.fulfillmentsByKey()[idemKey(d.Ref(stepFulfillment))] != 0 {
 				t.Errorf("%s: not committed, yet %d orders or a fulfillment call exist", d.ID, orders)
 			}
 		}

@@ -54,7 +54,7 @@ func TestPolarOrderPaid(t *testing.T) {
 	const orderID = "a3f1c2d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
 	body := polarOrderPaid(orderID, "polar-buyer@example.com", 4900)
 	d := polarDelivery("0b1c2d3e-4f5a-4b6c-9d7e-8f9a0b1c2d3e", body, polarSecret)
-	d.Order = "order:polar:" + orderID
+	d.Object = "order:polar:" + orderID
 
 	for i, want := range []string{`"processed"`, `"duplicate"`} {
 		res := mustPost(t, p.URL, d, 200)
@@ -70,10 +70,10 @@ SELECT status, amount_cents, customer_email FROM orders WHERE source = 'polar' A
 		orderID, d.Key).Scan(&status, &amount, &email); err != nil || status != "paid" || amount != 4900 || email != "polar-buyer@example.com" {
 		t.Fatalf("order: %s %d %s, %v; want paid 4900 polar-buyer@example.com", status, amount, email, err)
 	}
-	if n := w.mailsByID()[messageID(d.SaleRef(polar.StepConfirmationEmail))]; n != 1 || len(w.SMTP.Messages()) != 1 {
+	if n := w.mailsByID()[messageID(d.Ref(polar.StepConfirmationEmail))]; n != 1 || len(w.SMTP.Messages()) != 1 {
 		t.Errorf("confirmation emails = %d (%d in all), want 1", n, len(w.SMTP.Messages()))
 	}
-	if n := w.fulfillmentsByKey()[idemKey(d.SaleRef(polar.StepFulfillment))]; n != 1 || len(w.API.Requests()) != 1 {
+	if n := w.fulfillmentsByKey()[idemKey(d.Ref(polar.StepFulfillment))]; n != 1 || len(w.API.Requests()) != 1 {
 		t.Fatalf("fulfillment calls = %d (%d in all), want 1", n, len(w.API.Requests()))
 	}
 	if c := w.API.Requests()[0].Body; c.Source != "polar" || c.ExternalID != orderID || c.AmountCents != 4900 || c.Currency != "usd" {

@@ -149,17 +149,17 @@ func TestPoolerReplicas(t *testing.T) {
 	for i := range checkouts {
 		d := checkout(i, "pooled")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepConfirmation)), append(callSteps, d.SaleRef(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.Ref(stepConfirmation)), append(callSteps, d.Ref(stepFulfillment))
 	}
 	for i := range invoices {
 		paid := invoiceEvent(i, "pooled", "invoice.paid")
 		events = append(events, invoiceEvent(i, "pooled", "invoice.created"), paid)
-		mailSteps = append(mailSteps, paid.StepKey(stepReceipt))
+		mailSteps = append(mailSteps, paid.Ref(stepReceipt))
 	}
 	for i := range purchases {
 		d := purchase(i, "pooled")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepWelcome)), append(callSteps, d.SaleRef(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.Ref(stepWelcome)), append(callSteps, d.Ref(stepFulfillment))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

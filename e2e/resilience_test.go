@@ -33,17 +33,17 @@ func TestReplicas(t *testing.T) {
 	for i := range checkouts {
 		d := checkout(i, "replica")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepConfirmation)), append(callSteps, d.SaleRef(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.Ref(stepConfirmation)), append(callSteps, d.Ref(stepFulfillment))
 	}
 	for i := range invoices {
 		paid := invoiceEvent(i, "replica", "invoice.paid")
 		events = append(events, invoiceEvent(i, "replica", "invoice.created"), paid)
-		mailSteps = append(mailSteps, paid.StepKey(stepReceipt))
+		mailSteps = append(mailSteps, paid.Ref(stepReceipt))
 	}
 	for i := range purchases {
 		d := purchase(i, "replica")
 		events = append(events, d)
-		mailSteps, callSteps = append(mailSteps, d.SaleRef(stepWelcome)), append(callSteps, d.SaleRef(stepFulfillment))
+		mailSteps, callSteps = append(mailSteps, d.Ref(stepWelcome)), append(callSteps, d.Ref(stepFulfillment))
 	}
 	rand.Shuffle(len(events), func(i, j int) { events[i], events[j] = events[j], events[i] })
 
@@ -229,7 +229,7 @@ func TestDatabaseOutage(t *testing.T) {
 	mails, calls := w.mailsByID(), w.fulfillmentsByKey()
 	var dups int
 	for _, d := range events {
-		m, c := mails[messageID(d.SaleRef(stepConfirmation))], calls[idemKey(d.SaleRef(stepFulfillment))]
+		m, c := mails[messageID(d.Ref(stepConfirmation))], calls[idemKey(d.Ref(stepFulfillment))]
 		if m == 0 || c == 0 {
 			t.Errorf("%s: %d confirmation emails, %d fulfillment calls; want both done", d.ID, m, c)
 		}
@@ -305,7 +305,7 @@ func TestGracefulDeploy(t *testing.T) {
 		if n := count(t, w.DB, `SELECT count(*) FROM orders WHERE provider_event_id = $1`, events[i].ID); n != 1 {
 			t.Errorf("%s acknowledged with %d orders", events[i].ID, n)
 		}
-		if w.mailsByID()[messageID(events[i].SaleRef(stepConfirmation))] != 1 || w.fulfillmentsByKey()[idemKey(events[i].SaleRef(stepFulfillment))] != 1 {
+		if w.mailsByID()[messageID(events[i].Ref(stepConfirmation))] != 1 || w.fulfillmentsByKey()[idemKey(events[i].Ref(stepFulfillment))] != 1 {
 			t.Errorf("%s acknowledged but its email or fulfillment call is missing", events[i].ID)
 		}
 	}
@@ -330,7 +330,7 @@ func TestGracefulDeploy(t *testing.T) {
 	}
 	mails, calls := w.mailsByID(), w.fulfillmentsByKey()
 	for _, d := range events {
-		if m, c := mails[messageID(d.SaleRef(stepConfirmation))], calls[idemKey(d.SaleRef(stepFulfillment))]; m != 1 || c != 1 {
+		if m, c := mails[messageID(d.Ref(stepConfirmation))], calls[idemKey(d.Ref(stepFulfillment))]; m != 1 || c != 1 {
 			t.Errorf("%s: %d emails, %d fulfillment calls; want 1 and 1 (no kill happened)", d.ID, m, c)
 		}
 	}

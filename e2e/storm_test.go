@@ -75,19 +75,19 @@ func killStorm(t *testing.T, w *world, st storm, env ...string) {
 	for i := range checkouts {
 		d := checkout(i, "storm")
 		events = append(events, d)
-		steps = append(steps, expectedStep{d.StepKey(stepConfirmation), d.SaleRef(stepConfirmation), "mail"},
-			expectedStep{d.StepKey(stepFulfillment), d.SaleRef(stepFulfillment), "fulfillment"})
+		steps = append(steps, expectedStep{d.StepKey(stepConfirmation), d.Ref(stepConfirmation), "mail"},
+			expectedStep{d.StepKey(stepFulfillment), d.Ref(stepFulfillment), "fulfillment"})
 	}
 	for i := range invoices {
 		created, paid := invoiceEvent(i, "storm", "invoice.created"), invoiceEvent(i, "storm", "invoice.paid")
 		events = append(events, created, paid)
-		steps = append(steps, expectedStep{paid.StepKey(stepReceipt), paid.StepKey(stepReceipt), "mail"})
+		steps = append(steps, expectedStep{paid.StepKey(stepReceipt), paid.Ref(stepReceipt), "mail"})
 	}
 	for i := range purchases {
 		d := purchase(i, "storm")
 		events = append(events, d)
-		steps = append(steps, expectedStep{d.StepKey(stepWelcome), d.SaleRef(stepWelcome), "mail"},
-			expectedStep{d.StepKey(stepFulfillment), d.SaleRef(stepFulfillment), "fulfillment"})
+		steps = append(steps, expectedStep{d.StepKey(stepWelcome), d.Ref(stepWelcome), "mail"},
+			expectedStep{d.StepKey(stepFulfillment), d.Ref(stepFulfillment), "fulfillment"})
 	}
 	deliveries := append(append([]delivery(nil), events...), events...) // every event twice
 	rng.Shuffle(len(deliveries), func(i, j int) { deliveries[i], deliveries[j] = deliveries[j], deliveries[i] })

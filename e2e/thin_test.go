@@ -98,7 +98,7 @@ func TestThinEventGenerationFailure(t *testing.T) {
 	p := startReceiver(t, "receiver", w.env("STRIPE_THIN_WEBHOOK_SECRET", thinSecret, "STRIPE_API_KEY", thinAPIKey,
 		"STRIPE_API_BASE", api.URL, "ALERT_WEBHOOK_URL", sink.URL))
 	health := thinDelivery(healthID, healthBody, thinSecret)
-	health.Order = "order:stripe:" + session // the sale it recovers
+	health.Object = "order:stripe:" + session // the sale it recovers
 	nothing := func(when string) {
 		t.Helper()
 		if n := count(t, w.DB, `SELECT count(*) FROM processed_events WHERE source <> 'alert'`); n != 0 {
@@ -225,10 +225,10 @@ func TestThinEventGenerationFailure(t *testing.T) {
 		if n := count(t, w.DB, `SELECT count(*) FROM orders`); n != 1 {
 			t.Errorf("%s: %d orders, want 1", when, n)
 		}
-		if m := w.mailsByID(); len(m) != 1 || m[messageID(health.SaleRef(stepConfirmation))] != 1 {
+		if m := w.mailsByID(); len(m) != 1 || m[messageID(health.Ref(stepConfirmation))] != 1 {
 			t.Errorf("%s: emails by Message-ID %v, want one confirmation", when, m)
 		}
-		if f := w.fulfillmentsByKey(); len(f) != 1 || f[idemKey(health.SaleRef(stepFulfillment))] != 1 {
+		if f := w.fulfillmentsByKey(); len(f) != 1 || f[idemKey(health.Ref(stepFulfillment))] != 1 {
 			t.Errorf("%s: fulfillment calls by Idempotency-Key %v, want one", when, f)
 		}
 		if a := sink.texts(); len(a) != 1 || !strings.Contains(a[0], "Recovered: applied as checkout.session.completed") ||
