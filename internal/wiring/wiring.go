@@ -67,8 +67,8 @@ func Load(getenv func(string) string, specs []webhooks.Spec) (Setup, error) {
 	c, problems := config.Read(getenv, specs)
 	s := Setup{Config: c}
 	value := func(name string) string { return strings.TrimSpace(getenv(name)) }
-	s.loadSMTPTLS(problems, value("SMTP_TLS"))
 	s.loadTemplates(problems, value("MAIL_TEMPLATES_DIR"))
+	s.loadSMTPTLS(problems, value("SMTP_TLS"))
 	s.loadFulfillmentKey(problems, value("FULFILLMENT_SECRET"))
 	s.loadAlertWebhook(problems, value("ALERT_WEBHOOK_URL"))
 	checkPublicURL(problems, value("PUBLIC_URL"))
