@@ -205,7 +205,7 @@ func TestVersion(t *testing.T) {
 // answers anything but 200, redirects, does not answer in time, or is not
 // there, exits 1. It needs no DATABASE_URL.
 func TestHealthcheck(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	_, port, err := net.SplitHostPort(strings.TrimPrefix(r.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)

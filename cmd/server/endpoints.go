@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 var endpointsGroup = group{name: "endpoints", usage: `usage:
@@ -49,11 +49,11 @@ func endpointsCmd(ctx context.Context, args []string, getenv func(string) string
 	if len(rest) > 0 {
 		return c.fail("takes no arguments, got %q", rest)
 	}
-	cfg, err := config.Load(getenv, providers.All())
+	cfg, err := wiring.Load(getenv, providers.All())
 	if err != nil {
 		return err
 	}
-	check := &endpoints.Check{PublicURL: cfg.PublicURL, Targets: endpoints.Targets(cfg.Specs(), providers.Endpoints()),
+	check := &endpoints.Check{PublicURL: cfg.PublicURL, Targets: endpoints.Targets(providers.All(), providers.Endpoints()),
 		Settings: cfg.Settings}
 	r, err := check.Run(ctx, endpoints.Options{Fix: *fix, Create: *create})
 	if err != nil {

@@ -15,13 +15,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // The synopses of the events commands, for each command's usage and the
@@ -79,7 +79,7 @@ func eventsCmd(ctx context.Context, args []string, getenv func(string) string, s
 // is understood: the configuration, a logger of warnings (to stderr, away
 // from its output) and a pool.
 type operatorEnv struct {
-	cfg  config.Config
+	cfg  wiring.Setup
 	log  *slog.Logger
 	pool *pgxpool.Pool
 }
@@ -87,7 +87,7 @@ type operatorEnv struct {
 // openOperator loads the configuration and opens a pool of conns
 // connections. The caller closes the pool.
 func openOperator(ctx context.Context, getenv func(string) string, stderr io.Writer, conns int32) (operatorEnv, error) {
-	cfg, err := config.Load(getenv, providers.All())
+	cfg, err := wiring.Load(getenv, providers.All())
 	if err != nil {
 		return operatorEnv{}, err
 	}
@@ -182,7 +182,7 @@ func eventsShow(ctx context.Context, getenv func(string) string, specs []webhook
 	if err != nil {
 		return err
 	}
-	d.AddRefs(providers.StepKinds(env.cfg))
+	d.AddRefs(wiring.StepKinds(env.cfg, providers.List()))
 	records, err := ops.Related(ctx, env.pool, d, specs)
 	if err != nil {
 		return err
@@ -462,7 +462,7 @@ func eventsReplay(ctx context.Context, getenv func(string) string, args []string
 	if err := checkShell(ctx, env, "events replay runs steps", *allow, stderr); err != nil {
 		return err
 	}
-	provs, err := server.Providers(cfg)
+	provs, err := server.Providers(cfg, providers.All())
 	if err != nil {
 		return err
 	}
@@ -471,7 +471,7 @@ func eventsReplay(ctx context.Context, getenv func(string) string, args []string
 		return err
 	}
 	defer stopTracing()
-	proc := server.NewProcessor(cfg, pool, providers.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
+	proc := server.NewProcessor(cfg, pool, wiring.StepKinds(cfg, providers.List()), webhooks.NewMetrics(prometheus.NewRegistry()), log)
 	if *parked {
 		if keys, err = ops.ParkedSince(ctx, pool, *since, *limit); err != nil {
 			return err

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
@@ -56,7 +57,7 @@ func mustOK(t *testing.T, res rt.Response) {
 // setup delivers four events: two done, one with no steps, and one whose
 // fulfillment call the API refuses with 422, which parks that step.
 func setup(t *testing.T) (*rt.Receiver, func(args ...string) (string, string, error)) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	mustOK(t, r.Deliver(t, stripe.Spec, checkout("done1"), nil))
 	mustOK(t, r.Deliver(t, stripe.Spec, checkout("done2"), nil))
 	mustOK(t, r.Deliver(t, stripe.Spec, invoiceCreated("inv1"), nil))
@@ -453,7 +454,7 @@ func TestEventsResolve(t *testing.T) {
 // TestEventsShowAttempts: show lists every attempt of every step, with its
 // outcome and the API's status, in text and JSON.
 func TestEventsShowAttempts(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	events := operator(t, r)
 	r.API.SetStatus(503)
 	if res := r.Deliver(t, stripe.Spec, checkout("flaky"), nil); res.Status != 502 {

@@ -22,9 +22,11 @@ import (
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/registry"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/version"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // gcPercent is the collector's target when GOGC is not set. The
@@ -122,17 +124,18 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 func serve(ctx context.Context, getenv func(string) string, stdout io.Writer) error {
-	cfg, err := config.Load(getenv, providers.All())
+	list := providers.List()
+	cfg, err := wiring.Load(getenv, registry.Specs(list))
 	if err != nil {
 		return err
 	}
-	log := newLogger(cfg, stdout)
+	log := newLogger(cfg.Config, stdout)
 	slog.SetDefault(log)
 	v := version.Get()
 	log.Info("starting receiver", "version", v.Version, "go", v.GoVersion, "config", cfg)
-	logWeak(cfg, log)
+	logWeak(cfg.Config, log)
 
-	srv, err := server.New(ctx, cfg, providers.Registry(), log)
+	srv, err := server.New(ctx, cfg, list, wiring.StepKinds(cfg, list), log)
 	if err != nil {
 		return err
 	}

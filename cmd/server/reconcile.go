@@ -11,14 +11,15 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/registry"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/telemetry"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // reconcileSynopsis is the synopsis of `server reconcile <r.Name>`.
@@ -118,8 +119,8 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		return c.fail("--types takes at most 20 types")
 	}
 
-	specs := providers.All()
-	cfg, err := config.Load(getenv, specs)
+	list := providers.List()
+	cfg, err := wiring.Load(getenv, registry.Specs(list))
 	if err != nil {
 		return err
 	}
@@ -138,7 +139,7 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 			return err
 		}
 	}
-	provs, err := server.Providers(cfg)
+	provs, err := server.Providers(cfg, registry.Specs(list))
 	if err != nil {
 		return err
 	}
@@ -147,8 +148,8 @@ func reconcileCmd(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	defer stopTracing()
-	proc := server.NewProcessor(cfg, pool, providers.StepKinds(cfg), webhooks.NewMetrics(prometheus.NewRegistry()), log)
-	on, _, err := server.Reconcilers(cfg, providers.Reconcilers(), pool, proc, provs, log)
+	proc := server.NewProcessor(cfg, pool, wiring.StepKinds(cfg, list), webhooks.NewMetrics(prometheus.NewRegistry()), log)
+	on, _, err := server.Reconcilers(cfg, registry.Reconcilers(list), pool, proc, provs, log)
 	if err != nil {
 		return err
 	}

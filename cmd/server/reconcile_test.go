@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/providers/github/githubtest"
 	"github.com/paywebhooks/receiver/internal/providers/paddle/paddletest"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
@@ -31,7 +32,7 @@ func checkoutObject(id, email string, amount int) map[string]any {
 // the events Stripe created meanwhile are found and processed exactly as
 // deliveries would have been, once each, and a second run changes nothing.
 func TestReconcileStripeAfterOutage(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	api := stripetest.New(t, testStripeKey)
 	now := time.Now().Truncate(time.Second)
 	before := api.Add("checkout.session.completed", now.Add(-30*time.Minute), checkoutObject("cs_before", "a@example.com", 1000), true)
@@ -135,7 +136,7 @@ func TestReconcileStripeAfterOutage(t *testing.T) {
 // TestReconcileUsage: the flags a reconciler does not take, and runs
 // without their configuration, are refused.
 func TestReconcileUsage(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	for _, c := range []struct {
 		args []string
 		env  map[string]string
@@ -165,7 +166,7 @@ func TestReconcileUsage(t *testing.T) {
 // corrected through the GitHub provider (order, welcome email, fulfillment
 // call, once), the second is reported, not guessed.
 func TestReconcileMarketplace(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	gh := githubtest.New(t, 4242)
 	gh.AddPlan(githubtest.ListingPlan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
 	gh.Subscribe(7, githubtest.Account{ID: 101, Login: "listed-no-order", Type: "Organization",
@@ -223,7 +224,7 @@ VALUES ('github_marketplace', 'guid-stale', 'account:202', 'paid', 1500, 'usd', 
 // TestReconcileAPIBaseMustBeHTTPS: an API base that would carry the key in
 // clear is refused at start-up, before anything is sent; loopback is not.
 func TestReconcileAPIBaseMustBeHTTPS(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	for _, c := range []struct{ name, key, value string }{
 		{"stripe", "STRIPE_API_KEY", testStripeKey},
 		{"github-marketplace", "GITHUB_APP_ID", "4242"},
@@ -243,7 +244,7 @@ func TestReconcileAPIBaseMustBeHTTPS(t *testing.T) {
 // (here: the same page again and again) stops the command at once, with an
 // error naming the cause; the run is recorded as an error.
 func TestReconcileStopsAgainstABrokenAPI(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	api := stripetest.New(t, testStripeKey)
 	now := time.Now().Truncate(time.Second)
 	for i := range 5 {
@@ -268,7 +269,7 @@ func TestReconcileStopsAgainstABrokenAPI(t *testing.T) {
 // TestReconcilePaddle: events Paddle created while the receiver was down
 // are found and processed as deliveries would have been, once.
 func TestReconcilePaddle(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	api := paddletest.New(t, "pdl_sdbx_apikey_reconcile_0123456789")
 	now := time.Now().Truncate(time.Second)
 	txn := func(id, email string) map[string]any {

@@ -14,7 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // A command that runs steps (events replay, reconcile) runs them with its
@@ -48,9 +50,9 @@ func logWeak(cfg config.Config, log *slog.Logger) {
 
 // logWarnings logs what the server logs at start-up of cfg: its weak
 // settings and the providers'.
-func logWarnings(cfg config.Config, log *slog.Logger) {
-	logWeak(cfg, log)
-	server.ProviderWarnings(cfg, log)
+func logWarnings(cfg wiring.Setup, log *slog.Logger) {
+	logWeak(cfg.Config, log)
+	server.ProviderWarnings(cfg, providers.All(), log)
 }
 
 // checkShell decides whether a command that runs steps (what: "events
@@ -65,7 +67,7 @@ func checkShell(ctx context.Context, env operatorEnv, what string, allow bool, s
 	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UndefinedTable {
 		fmt.Fprintln(stderr, "warning: this database's schema predates the record of running receivers (migration 15): "+
 			"this shell's configuration cannot be compared with the server's; running with it")
-		warnUnset(env.cfg, stderr)
+		warnUnset(env.cfg.Config, stderr)
 		return nil
 	}
 	if err != nil {
@@ -102,7 +104,7 @@ func checkShell(ctx context.Context, env operatorEnv, what string, allow bool, s
 				fmt.Fprintf(stderr, "the last receiver recorded, %s, %s, ran with this shell's configuration\n", last, when)
 			}
 		}
-		warnUnset(env.cfg, stderr)
+		warnUnset(env.cfg.Config, stderr)
 		return nil
 	}
 

@@ -12,12 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // shellWorld is a receiver whose fulfillment calls go unsigned (no
@@ -30,7 +30,7 @@ type shellWorld struct {
 }
 
 func newShellWorld(t *testing.T) *shellWorld {
-	r := rt.New(t, rt.Env("FULFILLMENT_SECRET", ""))
+	r := rt.New(t, providers.List(), rt.Env("FULFILLMENT_SECRET", ""))
 	api := stripetest.New(t, testStripeKey)
 	env := map[string]string{
 		"DATABASE_URL": r.Config.DatabaseURL, "SMTP_ADDR": r.Config.SMTPAddr, "FULFILLMENT_URL": r.Config.FulfillmentURL,
@@ -43,7 +43,7 @@ func newShellWorld(t *testing.T) *shellWorld {
 // record records a receiver running with env, as its heartbeat does.
 func (w *shellWorld) record(t *testing.T, env map[string]string) {
 	t.Helper()
-	cfg, err := config.Load(getenv(env), providers.All())
+	cfg, err := wiring.Load(getenv(env), providers.All())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/mail/mailtest"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	paddle "github.com/paywebhooks/receiver/internal/providers/paddle"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
@@ -95,7 +96,7 @@ func newWorld(t *testing.T, opts ...rt.Option) *world {
 	t.Helper()
 	// A minute into the hour, so that the test can move within it.
 	w := &world{sink: newSink(t), now: time.Now().UTC().Truncate(time.Hour).Add(time.Minute)}
-	w.Receiver = rt.New(t, append([]rt.Option{rt.Env("ALERT_WEBHOOK_URL", w.sink.srv.URL+"/hooks/T000/B000/secret-path"),
+	w.Receiver = rt.New(t, providers.List(), append([]rt.Option{rt.Env("ALERT_WEBHOOK_URL", w.sink.srv.URL+"/hooks/T000/B000/secret-path"),
 		rt.Env("ALERT_EMAIL", alertEmail)}, opts...)...)
 	w.mon = w.monitor()
 	return w

@@ -5,13 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"unicode"
-
-	"github.com/paywebhooks/receiver/internal/alerts"
 )
 
 // A Fingerprint is what a receiver's steps (and its catch-ups) use from
@@ -21,7 +16,8 @@ import (
 // (internal/server's heartbeat); an operator command that runs steps
 // computes its shell's the same way and compares the two, so that it
 // refuses only a shell that really differs from the running receivers and
-// can say how.
+// can say how. internal/wiring lists what goes in it
+// (wiring.Setup.Fingerprint), through a Fingerprinter.
 //
 // A secret is never in it, nor anything that gives it away cheaply: a
 // secret (and a URL that carries credentials) is recorded as a keyed, slow
@@ -73,67 +69,34 @@ type FingerprintItem struct {
 	VerifyOnly bool `json:"verify_only,omitempty"`
 }
 
-// Fingerprint computes c's fingerprint with the database's salt.
-func (c Config) Fingerprint(salt []byte) (Fingerprint, error) {
-	if len(salt) < MinFingerprintSalt {
-		return Fingerprint{}, fmt.Errorf("fingerprint salt of %d bytes; want at least %d", len(salt), MinFingerprintSalt)
-	}
-	f := fingerprinter{salt: salt}
-	const unused = "(not used: SMTP_ADDR is set)"
-	if c.SMTPAddr != "" {
-		f.plain("SMTP_ADDR", c.SMTPAddr)
-		f.plain("SMTP_TLS", string(c.SMTPTLS))
-		f.plain("SMTP_USERNAME", c.SMTPUsername)
-		f.plain("MAIL_DIR", unused)
-	} else {
-		f.plain("SMTP_ADDR", "")
-		f.plain("SMTP_TLS", "")
-		f.plain("SMTP_USERNAME", "")
-		f.plain("MAIL_DIR", absPath(c.MailDir))
-	}
-	f.plain("MAIL_FROM", c.MailFrom)
-	f.plain("MAIL_TEMPLATES_DIR", absPath(c.MailTemplatesDir))
-	f.plain("NOTIFY_EMAIL", c.NotifyEmail)
-	f.url("FULFILLMENT_URL", maskURL(c.FulfillmentURL), c.FulfillmentURL)
-	f.secret("FULFILLMENT_SECRET", maskKey(c.FulfillmentKey), string(c.FulfillmentKey), false)
-	f.url("ALERT_WEBHOOK_URL", alerts.MaskURL(c.AlertWebhookURL), c.AlertWebhookURL)
-	f.plain("ALERT_EMAIL", c.AlertEmail)
-	f.plain("LEASE_DURATION", c.LeaseDuration.String())
-	f.plain("STEP_TIMEOUT", c.StepTimeout.String())
-	f.plain("MAX_STEP_ATTEMPTS", strconv.Itoa(c.MaxStepAttempts))
-	// The billing-portal links the emails carry (portal.go).
-	f.plain("PUBLIC_URL", c.PublicURL)
-	f.secret("PORTAL_LINK_SECRET", strings.TrimSuffix(strings.Repeat("****,", len(c.Portal.Keys)), ","), c.Portal.portalKeys(), false)
-	f.plain("PORTAL_LINK_TTL", c.Portal.TTL.String())
-	for _, s := range c.specs {
-		p := c.Providers[s.Source]
-		secrets := slices.Clone(p.Secrets)
-		slices.Sort(secrets)
-		f.secret(s.Secret.Name, maskList(s.Secret, p.Secrets), strings.Join(secrets, "\n"), true)
-		for _, v := range s.Vars {
-			if v.Secret {
-				f.secret(v.Name, v.Masked(p.Vars[v.Name]), p.Vars[v.Name], false)
-			} else {
-				f.plain(v.Name, p.Vars[v.Name])
-			}
-		}
-	}
-	return Fingerprint{Version: FingerprintVersion, Items: f.items}, nil
-}
-
-// fingerprinter collects a Fingerprint's items.
-type fingerprinter struct {
+// Fingerprinter builds a Fingerprint, item by item, with the database's
+// salt: the wiring lists what a receiver's steps use (internal/wiring).
+type Fingerprinter struct {
 	salt  []byte
 	items []FingerprintItem
 }
 
-func (f *fingerprinter) plain(name, value string) {
+// NewFingerprinter starts a fingerprint keyed by the database's salt.
+func NewFingerprinter(salt []byte) (*Fingerprinter, error) {
+	if len(salt) < MinFingerprintSalt {
+		return nil, fmt.Errorf("fingerprint salt of %d bytes; want at least %d", len(salt), MinFingerprintSalt)
+	}
+	return &Fingerprinter{salt: salt}, nil
+}
+
+// Fingerprint is what was recorded, in order.
+func (f *Fingerprinter) Fingerprint() Fingerprint {
+	return Fingerprint{Version: FingerprintVersion, Items: f.items}
+}
+
+// Plain records a setting that may be shown as it is.
+func (f *Fingerprinter) Plain(name, value string) {
 	f.items = append(f.items, FingerprintItem{Var: name, Shown: value})
 }
 
-// secret records a secret: what start-up logs of it (masked), and its
-// hash.
-func (f *fingerprinter) secret(name, masked, value string, verifyOnly bool) {
+// Secret records a secret: what start-up logs of it (masked), and its
+// hash. verifyOnly: only the verification of deliveries uses it.
+func (f *Fingerprinter) Secret(name, masked, value string, verifyOnly bool) {
 	it := FingerprintItem{Var: name, Shown: "unset", Secret: true, VerifyOnly: verifyOnly}
 	if value != "" {
 		it.Shown, it.Hash = masked, f.hash(name, value)
@@ -141,9 +104,9 @@ func (f *fingerprinter) secret(name, masked, value string, verifyOnly bool) {
 	f.items = append(f.items, it)
 }
 
-// url records a URL as shown (its credentials masked), and the hash of
+// URL records a URL as shown (its credentials masked), and the hash of
 // the whole when it carries credentials that shown hides.
-func (f *fingerprinter) url(name, shown, raw string) {
+func (f *Fingerprinter) URL(name, shown, raw string) {
 	it := FingerprintItem{Var: name, Shown: shown}
 	if shown != raw {
 		it.Hash = f.hash(name, raw)
@@ -152,23 +115,12 @@ func (f *fingerprinter) url(name, shown, raw string) {
 }
 
 // hash is the keyed, slow hash of one variable's value.
-func (f *fingerprinter) hash(name, value string) string {
+func (f *Fingerprinter) hash(name, value string) string {
 	k, err := pbkdf2.Key(sha256.New, name+"\x00"+value, f.salt, FingerprintIterations, 8)
 	if err != nil { // only for parameters FIPS 140-3 mode refuses
 		panic(fmt.Sprintf("fingerprint: %v", err))
 	}
 	return hex.EncodeToString(k)
-}
-
-// absPath is path made absolute, as the process that reads it sees it.
-func absPath(path string) string {
-	if path == "" {
-		return ""
-	}
-	if abs, err := filepath.Abs(path); err == nil {
-		return abs
-	}
-	return path
 }
 
 // FingerprintDifference is one setting in which two fingerprints differ.

@@ -3,14 +3,9 @@ package config
 import (
 	"encoding/base64"
 	"fmt"
-	"log/slog"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
-
-	"github.com/paywebhooks/receiver/internal/mail"
-	"github.com/paywebhooks/receiver/internal/portal"
 )
 
 // Portal is the configuration of the billing-portal links in customer
@@ -66,40 +61,13 @@ func (c *Config) loadPortal(l *loader) {
 	}
 	if p.ReturnURL != "" {
 		u, err := url.Parse(p.ReturnURL)
-		if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && mail.IsLoopback(u.Hostname()))) {
+		if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && loopback(u.Hostname()))) {
 			l.fail("PORTAL_RETURN_URL", "must be an absolute https:// URL (http:// only to a loopback host)")
 		}
 	}
 	if len(p.Keys) > 0 && c.PublicURL == "" {
-		c.Warnings = append(c.Warnings, Warning{Var: "PORTAL_LINK_SECRET", Message: "is set but PUBLIC_URL is not: " +
-			"the emails cannot link to the billing portal, and GET /billing/portal is not mounted"})
+		c.Warn("PORTAL_LINK_SECRET", "is set but PUBLIC_URL is not: the emails cannot link to the billing portal, and "+
+			"GET /billing/portal is not mounted")
 	}
 	c.Portal = p
-}
-
-// portalLog is what start-up logs of the portal's settings: the keys
-// masked, their number shown.
-func (p Portal) portalLog() []slog.Attr {
-	keys := ""
-	if n := len(p.Keys); n > 0 {
-		keys = strings.TrimSuffix(strings.Repeat("****,", n), ",")
-	}
-	return []slog.Attr{slog.String("PORTAL_LINK_SECRET", keys), slog.String("PORTAL_LINK_TTL", p.TTL.String()),
-		slog.Int("PORTAL_LINK_USES", p.Uses), slog.String("PORTAL_RETURN_URL", p.ReturnURL)}
-}
-
-// portalKeys is PORTAL_LINK_SECRET as the fingerprint hashes it.
-func (p Portal) portalKeys() string {
-	parts := make([]string, len(p.Keys))
-	for i, k := range p.Keys {
-		parts[i] = base64.StdEncoding.EncodeToString(k)
-	}
-	return strings.Join(parts, ",")
-}
-
-// PortalSettings is what internal/portal's Setup reads: the links' keys and
-// limits, PUBLIC_URL, and each provider's settings.
-func (c Config) PortalSettings() portal.Settings {
-	return portal.Settings{Keys: c.Portal.Keys, PublicURL: c.PublicURL, TTL: c.Portal.TTL, Uses: c.Portal.Uses,
-		ReturnURL: c.Portal.ReturnURL, Provider: c.Settings}
 }

@@ -1,21 +1,14 @@
 package config
 
-import "github.com/paywebhooks/receiver/internal/endpoints"
+import "strings"
 
 // loadPublicURL reads PUBLIC_URL, the receiver's public base URL
-// (https://pay.example.com): what the providers' endpoints send to, before
-// the routes. The endpoint check (`server endpoints check`, and the
-// periodic one) tells this receiver's endpoints from others' by it; unset,
-// it cannot, and says so.
+// (https://pay.example.com), without its trailing slash: what the
+// providers' endpoints send to, before the routes, and the base of the
+// billing-portal links. The endpoint check (`server endpoints check`, and
+// the periodic one) tells this receiver's endpoints from others' by it;
+// unset, it cannot, and says so. Its form is the endpoint check's to
+// judge: the wiring has endpoints.ParsePublicURL read the value.
 func (c *Config) loadPublicURL(l *loader) {
-	v := l.str("PUBLIC_URL", "")
-	if v == "" {
-		return
-	}
-	u, err := endpoints.ParsePublicURL(v)
-	if err != nil {
-		l.errs = append(l.errs, err)
-		return
-	}
-	c.PublicURL = u
+	c.PublicURL = strings.TrimRight(l.str("PUBLIC_URL", ""), "/")
 }

@@ -21,10 +21,10 @@ import (
 	consolepkg "github.com/paywebhooks/receiver/internal/console"
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/server"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -44,7 +44,7 @@ type console struct {
 
 func newConsole(t testing.TB, opts ...rt.Option) *console {
 	t.Helper()
-	r := rt.New(t, append([]rt.Option{rt.Env("ADMIN_ADDR", "127.0.0.1:0"), rt.Env("ADMIN_TOKEN", token)}, opts...)...)
+	r := rt.New(t, providers.List(), append([]rt.Option{rt.Env("ADMIN_ADDR", "127.0.0.1:0"), rt.Env("ADMIN_TOKEN", token)}, opts...)...)
 	h := r.Server.ConsoleHandler()
 	if h == nil {
 		t.Fatal("no console handler with ADMIN_ADDR set")
@@ -903,14 +903,11 @@ func (f *fakeReconciler) Reconcile(_ context.Context, source string, window time
 // TestReconcileAction: shown only when a reconciler is configured; the
 // preview is a dry run, the POST runs it, with who asked.
 func TestReconcileAction(t *testing.T) {
-	r := rt.New(t)
-	provs, err := server.Providers(r.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := rt.New(t, providers.List())
+	provs := r.Server.Providers()
 	fake := &fakeReconciler{}
 	con, err := consolepkg.New(consolepkg.Config{Token: token, Addr: "127.0.0.1:0", DB: r.Pool, Processor: r.Server.Processor(), Providers: provs,
-		Specs: r.Config.Specs(), Lease: r.Config.LeaseDuration, Reconciler: fake})
+		Specs: r.Specs(), Lease: r.Config.LeaseDuration, Reconciler: fake})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -151,7 +151,7 @@ type Check struct {
 	// PublicURL is PUBLIC_URL, the receiver's public base URL.
 	PublicURL string
 	Targets   []Target
-	// Settings returns a provider's configuration (config.Config.Settings).
+	// Settings returns a provider's configuration (wiring.Setup.Settings).
 	Settings func(source string) webhooks.Settings
 	// HTTPClient and PageSize, when set, are every provider's (Env;
 	// tests).

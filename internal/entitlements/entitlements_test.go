@@ -75,7 +75,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	app := entitlementstest.New(t, receivertest.FulfillmentSecret)
-	r := receivertest.New(t, receivertest.Env("ENTITLEMENTS_FILE", file), receivertest.Env("FULFILLMENT_URL", app.URL()))
+	r := receivertest.New(t, providers.List(), receivertest.Env("ENTITLEMENTS_FILE", file), receivertest.Env("FULFILLMENT_URL", app.URL()))
 	if _, err := entitlements.Install(t.Context(), r.Pool, r.Config.Entitlements); err != nil {
 		t.Fatal(err)
 	}

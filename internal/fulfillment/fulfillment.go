@@ -74,6 +74,33 @@ type Client struct {
 	timeout time.Duration // the backstop when ctx has no deadline; 0: none
 }
 
+// ParseSecret reads FULFILLMENT_SECRET, a Standard Webhooks secret
+// ("whsec_" and the standard base64 of the key), into the key every call
+// is signed with: 24 to 64 bytes, as the spec bounds a key. Its error
+// follows the variable's name ("is …", "has a key of …"), says how to make
+// a secret, and never quotes this one.
+func ParseSecret(secret string) ([]byte, error) {
+	const makeOne = `(make one with: echo "whsec_$(openssl rand -base64 32)")`
+	key, err := standardwebhooks.ParseSecret(secret)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("is %v %s", err, makeOne)
+	case len(key) < standardwebhooks.MinKeyLen || len(key) > standardwebhooks.MaxKeyLen:
+		return nil, fmt.Errorf("has a key of %d bytes; Standard Webhooks keys are %d to %d %s",
+			len(key), standardwebhooks.MinKeyLen, standardwebhooks.MaxKeyLen, makeOne)
+	}
+	return key, nil
+}
+
+// MaskKey is what may be shown of a signing key (start-up's log, the
+// receiver's fingerprint): the secret's prefix; "" without a key.
+func MaskKey(key []byte) string {
+	if key == nil {
+		return ""
+	}
+	return standardwebhooks.SecretPrefix + "****"
+}
+
 // New returns a Client for baseURL whose calls are bounded by 30 s when
 // the caller's ctx has no earlier deadline, as a backstop; callers should
 // still pass a ctx with a deadline. (The bound is the context's, not

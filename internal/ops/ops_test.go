@@ -16,9 +16,9 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -75,7 +75,7 @@ func attemptLines(h []ops.Attempt) []string {
 // when and how long, and the redacted error; the email step, one done.
 func TestAttemptHistory(t *testing.T) {
 	ctx := context.Background()
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	r.API.SetStatus(http.StatusServiceUnavailable)
 	deliver(t, r, checkout("flaky"), http.StatusBadGateway) // Stripe retries a 5xx
 	deliver(t, r, checkout("flaky"), http.StatusBadGateway)
@@ -117,7 +117,7 @@ func TestAttemptHistory(t *testing.T) {
 // customer's address; the SMTP server's reply code is its status.
 func TestAttemptRedacted(t *testing.T) {
 	ctx := context.Background()
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	r.SMTP.SetFailure(errors.New("mailbox of redact@example.com is over quota"))
 	deliver(t, r, checkout("redact"), http.StatusBadGateway)
 	d, err := ops.Show(ctx, r.Pool, "evt_redact")
@@ -165,7 +165,7 @@ func keys(t *testing.T, r *rt.Receiver, state webhooks.State) []string {
 // key reopens it and runs it.
 func TestResolve(t *testing.T) {
 	ctx := context.Background()
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	deliver(t, r, checkout("fine"), http.StatusOK)
 	r.API.SetStatus(http.StatusUnprocessableEntity) // permanent: the step is parked
 	deliver(t, r, checkout("stuck"), http.StatusOK)
@@ -232,14 +232,14 @@ func TestResolve(t *testing.T) {
 	deliver(t, r, checkout("stuck"), http.StatusOK)
 
 	t.Run("Replay", func(t *testing.T) {
-		p, err := ops.PreviewReplay(ctx, r.Pool, r.Server.Processor().Runnable, providers(t, r), "evt_stuck")
+		p, err := ops.PreviewReplay(ctx, r.Pool, r.Server.Processor().Runnable, r.Server.Providers(), "evt_stuck")
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !p.Unresolve || len(p.Reopen) != 1 || p.Reopen[0].Step != "fulfillment" {
 			t.Errorf("the replay's preview %+v: want it to reopen the resolved event and give back its step", p)
 		}
-		res, err := ops.Replay(ctx, r.Pool, r.Server.Processor(), providers(t, r), "evt_stuck", "test", quiet)
+		res, err := ops.Replay(ctx, r.Pool, r.Server.Processor(), r.Server.Providers(), "evt_stuck", "test", quiet)
 		if err != nil || res.Outcome != webhooks.OutcomeProcessed {
 			t.Fatalf("replay of the resolved event: %+v %v, want processed", res, err)
 		}
@@ -286,22 +286,13 @@ WHERE kind = 'event' AND event_key IN ('evt_old', 'evt_oldstuck')`); err != nil 
 	})
 }
 
-func providers(t *testing.T, r *rt.Receiver) map[string]webhooks.Provider {
-	t.Helper()
-	p, err := server.Providers(r.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // TestSharedDeliveryID: GitHub's delivery GUID names an event when it is
 // the only one with it; when two events share it (the same GUID sent with
 // another body), show, the console and replay refuse to pick one and list
 // both keys; each key still names its own.
 func TestSharedDeliveryID(t *testing.T) {
 	ctx := context.Background()
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	const guid, lone = "5a1d0000-0000-4000-8000-00000000c0de", "5a1d0000-0000-4000-8000-00000000a10e"
 	keys := []string{"11:" + guid + ":aaaaaaaaaaaaaaaa", "12:" + guid + ":bbbbbbbbbbbbbbbb", "11:" + lone + ":cccccccccccccccc"}
 	for i, k := range keys {

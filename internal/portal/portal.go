@@ -69,7 +69,7 @@ type Settings struct {
 	TTL       time.Duration
 	Uses      int
 	ReturnURL string
-	// Provider is a source's settings (config.Config.Settings).
+	// Provider is a source's settings (wiring.Setup.Settings).
 	Provider func(source string) webhooks.Settings
 }
 

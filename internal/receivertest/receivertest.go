@@ -1,7 +1,8 @@
 // Package receivertest runs the whole receiver in a test process: the real
 // router and processor from internal/server, on a fresh PostgreSQL database,
 // with a real SMTP server and a real HTTP fulfillment API held by the test.
-// Every provider of the registry is mounted with test secrets of its own;
+// Every provider of the list it is given (the registry's, providers.List(),
+// or one of the test's own) is mounted with test secrets of its own;
 // provider packages use it to send signed deliveries and read what happened.
 package receivertest
 
@@ -25,10 +26,11 @@ import (
 	"github.com/paywebhooks/receiver/internal/fulfillment/fulfillmenttest"
 	"github.com/paywebhooks/receiver/internal/mail/mailtest"
 	"github.com/paywebhooks/receiver/internal/pgtest"
-	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/registry"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // NotifyEmail is the test receiver's NOTIFY_EMAIL.
@@ -59,15 +61,19 @@ type Receiver struct {
 	SMTP   *mailtest.Server
 	API    *fulfillmenttest.Server
 	Server *server.Server
-	Config config.Config
+	Config wiring.Setup
+	// Providers is the list the receiver was given.
+	Providers []registry.Provider
 }
+
+// Specs are the Specs of the receiver's providers.
+func (r *Receiver) Specs() []webhooks.Spec { return registry.Specs(r.Providers) }
 
 // Option changes the test receiver before it is built.
 type Option func(*setup)
 
 type setup struct {
 	env       map[string]string
-	specs     []webhooks.Spec
 	configure []func(*config.Config)
 	server    []server.Option
 }
@@ -80,19 +86,19 @@ func Configure(f func(*config.Config)) Option {
 	return func(s *setup) { s.configure = append(s.configure, f) }
 }
 
-// WithSpec registers one more provider, as a fork's registration line would.
-func WithSpec(spec webhooks.Spec) Option { return func(s *setup) { s.specs = append(s.specs, spec) } }
-
 // WithServer passes options to server.New (a step kind of the test's own).
 func WithServer(o server.Option) Option { return func(s *setup) { s.server = append(s.server, o) } }
 
-// New starts a receiver on its own database.
-func New(tb testing.TB, opts ...Option) *Receiver {
+// New starts a receiver of the providers of list on its own database: the
+// registry's (providers.List()), or a list of the test's own (the
+// registry's and a line of a fork's).
+func New(tb testing.TB, list []registry.Provider, opts ...Option) *Receiver {
 	tb.Helper()
 	dbURL := pgtest.NewDB(tb)
 	smtp := mailtest.NewServer(tb)
 	api := fulfillmenttest.NewServer(tb)
-	s := setup{specs: providers.All(), env: map[string]string{
+	specs := registry.Specs(list)
+	s := setup{env: map[string]string{
 		"DATABASE_URL":     dbURL,
 		"SMTP_ADDR":        smtp.Addr(),
 		"MAIL_FROM":        "Shop <shop@example.test>",
@@ -110,20 +116,20 @@ func New(tb testing.TB, opts ...Option) *Receiver {
 	if secret := s.env["FULFILLMENT_SECRET"]; secret != "" {
 		api.RequireSignature(tb, secret)
 	}
-	for _, spec := range s.specs {
+	for _, spec := range specs {
 		if _, set := s.env[spec.Secret.Name]; !set {
 			s.env[spec.Secret.Name] = Secret(spec) + "," + OldSecret(spec)
 		}
 	}
-	cfg, err := config.Load(func(k string) string { return s.env[k] }, s.specs)
+	cfg, err := wiring.Load(func(k string) string { return s.env[k] }, specs)
 	if err != nil {
 		tb.Fatalf("config: %v", err)
 	}
 	for _, f := range s.configure {
-		f(&cfg)
+		f(&cfg.Config)
 	}
 	log := slog.New(reqlog.NewHandler(slog.NewTextHandler(testWriter{tb}, &slog.HandlerOptions{Level: slog.LevelWarn})))
-	srv, err := server.New(context.Background(), cfg, providers.Registry(), log, s.server...)
+	srv, err := server.New(context.Background(), cfg, list, wiring.StepKinds(cfg, list), log, s.server...)
 	if err != nil {
 		tb.Fatalf("server.New: %v", err)
 	}
@@ -137,7 +143,7 @@ func New(tb testing.TB, opts ...Option) *Receiver {
 		tb.Fatalf("open pool: %v", err)
 	}
 	tb.Cleanup(pool.Close)
-	return &Receiver{URL: ts.URL, Pool: pool, SMTP: smtp, API: api, Server: srv, Config: cfg}
+	return &Receiver{URL: ts.URL, Pool: pool, SMTP: smtp, API: api, Server: srv, Config: cfg, Providers: list}
 }
 
 // testWriter sends the receiver's log lines to the test's log.

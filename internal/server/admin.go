@@ -19,7 +19,7 @@ import (
 // its own, never HTTP_ADDR; config refuses an ADMIN_ADDR without an
 // ADMIN_TOKEN of at least 16 characters). Its actions run through this
 // server's processor, providers and pool, as a delivery would.
-func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
+func (s *Server) setupConsole(specs []webhooks.Spec, provs map[string]webhooks.Provider) error {
 	var rec console.Reconciler // none configured: the console offers no reconcile action
 	if len(s.reconcilers) > 0 {
 		rec = consoleReconcilers(s.reconcilers)
@@ -29,7 +29,7 @@ func (s *Server) setupConsole(provs map[string]webhooks.Provider) error {
 		DB:         s.pool,
 		Processor:  s.proc,
 		Providers:  provs,
-		Specs:      s.cfg.Specs(),
+		Specs:      specs,
 		Lease:      s.cfg.LeaseDuration,
 		Kinds:      s.proc.Kinds(),
 		Gatherer:   s.registry,

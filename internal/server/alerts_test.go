@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
+	"github.com/paywebhooks/receiver/internal/providers"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
 
@@ -20,7 +21,7 @@ import (
 // counted by the alerts' monitor: the load cause holds.
 func TestRefusedConnectionsRaiseLoad(t *testing.T) {
 	const limit = 16
-	r := rt.New(t, append(listen, rt.Env("MAX_CONNECTIONS", "16"))...)
+	r := rt.New(t, providers.List(), append(listen, rt.Env("MAX_CONNECTIONS", "16"))...)
 	addr := strings.TrimPrefix(serve(t, r), "http://")
 	// One address takes seven eighths of the bound, then asks for more:
 	// each is refused, its share being half.

@@ -18,15 +18,12 @@ type buyerRoute struct {
 	h    http.Handler
 }
 
-// setupCheckout mounts GET /checkout/return when the provider of the
-// registry's checkout line has its success URL and what reads a session
+// setupCheckout mounts GET /checkout/return when p, the provider that
+// offers it (registry.Provider.Checkout), has its success URL and what reads a session
 // (CHECKOUT_SUCCESS_URL and STRIPE_API_KEY), and says why not when only
 // the first is set. The returns still processing at shutdown are waited
 // for before the pool closes.
-func (s *Server) setupCheckout(p *checkout.Provider) error {
-	if p == nil {
-		return nil
-	}
+func (s *Server) setupCheckout(p checkout.Provider) error {
 	sessions, success, off, err := p.Setup(s.cfg.Settings(p.Source))
 	switch {
 	case err != nil:
@@ -60,7 +57,7 @@ func (s *Server) setupCheckout(p *checkout.Provider) error {
 
 // setupPortal mounts GET /billing/portal when the emails carry billing-portal
 // links: PORTAL_LINK_SECRET, PUBLIC_URL and a provider with a portal whose
-// API key is set (the same test as the email steps', providers.StepKinds).
+// API key is set (the same test as the email steps', wiring.StepKinds).
 func (s *Server) setupPortal(ps []portal.Provider) error {
 	keys, openers, off, err := portal.Setup(s.cfg.PortalSettings(), ps)
 	switch {

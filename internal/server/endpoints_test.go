@@ -17,13 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/paywebhooks/receiver/internal/alerts"
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // TestPeriodicEndpointAlert: the periodic endpoint check, as the server
@@ -55,7 +55,7 @@ func TestPeriodicEndpointAlert(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": "postgres://receiver@localhost:5432/receiver", "PUBLIC_URL": "https://pay.example.com",
 		"RECONCILE_INTERVAL": "15m", "ALERT_WEBHOOK_URL": sink.URL, "STRIPE_WEBHOOK_SECRET": stripe.Spec.Secret.DevValue("periodic_0123456789abcdef"),
 		"STRIPE_API_KEY": api.Key, "STRIPE_API_BASE": api.URL}
-	cfg, err := config.Load(func(k string) string { return env[k] }, []webhooks.Spec{stripe.Spec})
+	cfg, err := wiring.Load(func(k string) string { return env[k] }, []webhooks.Spec{stripe.Spec})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestPeriodicEndpointAlert(t *testing.T) {
 	mon := &alerts.Monitor{DB: pool, Runner: proc, Channels: alerts.Channels(cfg.AlertWebhookURL, ""), Log: log,
 		Metrics: alerts.NewMetrics(prometheus.NewRegistry()), Now: func() time.Time { return now }}
 	s := &Server{cfg: cfg, pool: pool, monitor: mon, log: log}
-	job := s.endpointsJob([]endpoints.Provider{stripe.Endpoints})
+	job := s.endpointsJob([]webhooks.Spec{stripe.Spec}, []endpoints.Provider{stripe.Endpoints})
 	job.Now = mon.Now
 	ctx := context.Background()
 	endpointAlerts := func() []string {
@@ -167,7 +167,7 @@ func TestPeriodicEndpointCheckWiring(t *testing.T) {
 		{"NoAPIKey", "STRIPE_API_KEY", false, "periodic endpoint check off: no provider's API key is set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := config.Load(func(k string) string {
+			cfg, err := wiring.Load(func(k string) string {
 				if k == tc.unset {
 					return ""
 				}
@@ -178,7 +178,7 @@ func TestPeriodicEndpointCheckWiring(t *testing.T) {
 			}
 			var logs strings.Builder
 			s := &Server{cfg: cfg, log: slog.New(slog.NewTextHandler(&logs, nil))}
-			s.setupEndpoints([]endpoints.Provider{stripe.Endpoints})
+			s.setupEndpoints([]webhooks.Spec{stripe.Spec}, []endpoints.Provider{stripe.Endpoints})
 			if on := len(s.background) == 1; on != tc.on || !strings.Contains(logs.String(), tc.log) {
 				t.Errorf("running: %v, want %v; log:\n%s", on, tc.on, logs.String())
 			}

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // TestUnsignedFulfillmentWarns: with FULFILLMENT_URL set and
@@ -28,12 +28,12 @@ func TestUnsignedFulfillmentWarns(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			env := map[string]string{"DATABASE_URL": dbURL, "MAIL_DIR": t.TempDir(), "FULFILLMENT_URL": c.url, "FULFILLMENT_SECRET": c.secret}
-			cfg, err := config.Load(func(k string) string { return env[k] }, providers.All())
+			cfg, err := wiring.Load(func(k string) string { return env[k] }, providers.All())
 			if err != nil {
 				t.Fatal(err)
 			}
 			var log bytes.Buffer
-			srv, err := server.New(context.Background(), cfg, providers.Registry(), slog.New(slog.NewTextHandler(&log, nil)))
+			srv, err := server.New(context.Background(), cfg, providers.List(), wiring.StepKinds(cfg, providers.List()), slog.New(slog.NewTextHandler(&log, nil)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/version"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // Each receiver records itself in the receivers table (migration 15) at
@@ -67,7 +68,7 @@ func (r Receiver) String() string {
 // Heartbeat records one receiver.
 type Heartbeat struct {
 	pool *pgxpool.Pool
-	cfg  config.Config
+	cfg  wiring.Setup
 	log  *slog.Logger
 	self Receiver
 	// fp is the receiver's fingerprint, computed once the salt is read.
@@ -80,7 +81,7 @@ type Heartbeat struct {
 
 // NewHeartbeat describes this process, with cfg's fingerprint, for Beat
 // and Run to record on pool.
-func NewHeartbeat(pool *pgxpool.Pool, cfg config.Config, log *slog.Logger) *Heartbeat {
+func NewHeartbeat(pool *pgxpool.Pool, cfg wiring.Setup, log *slog.Logger) *Heartbeat {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "unknown"

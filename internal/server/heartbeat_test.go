@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/server"
@@ -32,7 +33,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 // pid, version, start) with the fingerprint of what its steps use, which
 // holds none of its secrets; once stopped it no longer counts as live.
 func TestHeartbeatRecordsTheReceiver(t *testing.T) {
-	r := rt.New(t, listen...)
+	r := rt.New(t, providers.List(), listen...)
 	// A receiver killed two days ago, and one an hour ago: the first is
 	// forgotten, the second kept, not live.
 	if _, err := r.Pool.Exec(context.Background(), `
@@ -114,7 +115,7 @@ func (l *logLines) count(s string) int {
 // record (the table gone) starts and answers deliveries all the same; the
 // failure is logged once, and the record is written once it can be.
 func TestHeartbeatFailureServesAllTheSame(t *testing.T) {
-	r := rt.New(t, listen...)
+	r := rt.New(t, providers.List(), listen...)
 	ctx := context.Background()
 	if _, err := r.Pool.Exec(ctx, `ALTER TABLE receivers RENAME TO receivers_away`); err != nil {
 		t.Fatal(err)

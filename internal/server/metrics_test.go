@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -23,7 +24,7 @@ func stripeEvent(id, typ, object string) []byte {
 // TestMetricsAfterDeliveries scrapes /metrics after a scripted set of
 // deliveries and checks every count.
 func TestMetricsAfterDeliveries(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	paid := stripeEvent("evt_m1", "checkout.session.completed",
 		`{"id":"cs_m1","payment_status":"paid","amount_total":100,"currency":"usd","customer_details":{"email":"m@example.com"}}`)
 	for _, d := range []struct {
@@ -132,7 +133,7 @@ func scrape(t *testing.T, url string) func(name string, labels map[string]string
 // TestAPIVersionMismatchCounted: an event of another API version (what the
 // Stripe CLI forwards) is processed and counted by its version.
 func TestAPIVersionMismatchCounted(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	ev := []byte(`{"id":"evt_v1","object":"event","api_version":"2025-03-31.basil","type":"invoice.created","data":{"object":{"id":"in_v1","amount_due":5,"currency":"usd"}}}`)
 	if res := r.Deliver(t, stripe.Spec, ev, nil); res.Status != 200 {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)
@@ -158,7 +159,7 @@ func TestAPIVersionMismatchCounted(t *testing.T) {
 // TestMetricsLabelsAreBounded: made-up methods, paths and event names do
 // not add series.
 func TestMetricsLabelsAreBounded(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	// series counts the series lines of /metrics: values change length as
 	// counters grow and the Go runtime's gauges move, series must not.
 	series := func() int {

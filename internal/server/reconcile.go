@@ -7,15 +7,15 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // Reconcilers builds every reconciler of rs whose provider's
 // configuration turns it on (its API key is set), by name; the others are
 // returned with the reason they are off.
-func Reconcilers(cfg config.Config, rs []reconcile.Reconciler, pool *pgxpool.Pool, proc reconcile.Processor,
+func Reconcilers(cfg wiring.Setup, rs []reconcile.Reconciler, pool *pgxpool.Pool, proc reconcile.Processor,
 	provs map[string]webhooks.Provider, log *slog.Logger) (on map[string]reconcile.Instance, off map[string]string, err error) {
 	on, off = map[string]reconcile.Instance{}, map[string]string{}
 	for _, r := range rs {

@@ -10,11 +10,11 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // TestPeriodicReconcilerTwoReplicas: two replicas with RECONCILE_INTERVAL
@@ -32,7 +32,7 @@ func TestPeriodicReconcilerTwoReplicas(t *testing.T) {
 	const interval = time.Second
 	env := map[string]string{"DATABASE_URL": dbURL, "HTTP_ADDR": "127.0.0.1:0", "MAIL_DIR": t.TempDir(),
 		"STRIPE_API_KEY": key, "STRIPE_API_BASE": api.URL, "RECONCILE_INTERVAL": interval.String()}
-	cfg, err := config.Load(func(k string) string { return env[k] }, providers.All())
+	cfg, err := wiring.Load(func(k string) string { return env[k] }, providers.All())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func TestPeriodicReconcilerTwoReplicas(t *testing.T) {
 	started := time.Now()
 	var wg sync.WaitGroup
 	for range 2 {
-		srv, err := server.New(context.Background(), cfg, providers.Registry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		srv, err := server.New(context.Background(), cfg, providers.List(), wiring.StepKinds(cfg, providers.List()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
 		}

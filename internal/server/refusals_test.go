@@ -12,11 +12,11 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // logBuffer collects a server's JSON log lines.
@@ -63,12 +63,12 @@ func (l *logBuffer) count(t *testing.T, msg string) (whole, counts, repeated int
 func TestRefusedRequestsSampled(t *testing.T) {
 	env := map[string]string{"DATABASE_URL": pgtest.NewDB(t), "MAIL_DIR": t.TempDir(),
 		"STRIPE_WEBHOOK_SECRET": "whsec_test_0123456789abcdef0123456789abcdef"}
-	cfg, err := config.Load(func(k string) string { return env[k] }, providers.All())
+	cfg, err := wiring.Load(func(k string) string { return env[k] }, providers.All())
 	if err != nil {
 		t.Fatal(err)
 	}
 	logs := &logBuffer{}
-	srv, err := server.New(context.Background(), cfg, providers.Registry(), slog.New(reqlog.NewHandler(slog.NewJSONHandler(logs, nil))))
+	srv, err := server.New(context.Background(), cfg, providers.List(), wiring.StepKinds(cfg, providers.List()), slog.New(reqlog.NewHandler(slog.NewJSONHandler(logs, nil))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func specOf(t *testing.T, source string) webhooks.Spec {
 // route's; other paths under /webhooks/ stay 404 and name the mounted
 // routes without echoing the request.
 func TestWebhookRouteTrailingSlash(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	stripe := specOf(t, "stripe")
 	body := stripeEvent("evt_slash", "invoice.created", `{"id":"in_slash","amount_due":5,"currency":"usd"}`)
 	res := r.Post(t, "/webhooks/stripe/", rt.Signed(stripe, body, nil), body)
@@ -95,7 +95,7 @@ func TestWebhookNotFoundNamesOnlyMounted(t *testing.T) {
 // TestBuildInfo: /metrics says which build runs, as
 // paywebhooks_build_info{version,goversion} 1.
 func TestBuildInfo(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	v := version.Get()
 	value := scrape(t, r.URL+"/metrics")
 	if v.Version == "" || v.GoVersion != runtime.Version() {

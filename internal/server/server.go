@@ -1,7 +1,10 @@
-// Package server wires the receiver together: configuration, the database
-// pool, the providers of the registry, the step kinds, the processor and its
-// redriver, and the Echo router with every route registered in one place.
-// cmd/server calls New and Run; the end-to-end tests run the built binary.
+// Package server wires the receiver together: the setup (internal/wiring),
+// the database pool, the providers and the step kinds it is handed, the
+// processor and its redriver, and the Echo router with every route
+// registered in one place. cmd/server builds the step kinds, hands them
+// and the registry's providers to New, and calls Run; the end-to-end tests
+// run the built binary. Nothing in this package names a provider or a
+// kind.
 package server
 
 import (
@@ -9,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -25,24 +29,26 @@ import (
 	"github.com/paywebhooks/receiver/internal/checkout"
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
-	"github.com/paywebhooks/receiver/internal/endpoints"
-	"github.com/paywebhooks/receiver/internal/portal"
 	"github.com/paywebhooks/receiver/internal/reconcile"
+	"github.com/paywebhooks/receiver/internal/registry"
 	"github.com/paywebhooks/receiver/internal/version"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // Server is the running receiver.
 type Server struct {
-	cfg       config.Config
+	cfg       wiring.Setup
 	log       *slog.Logger
 	pool      *pgxpool.Pool
 	registry  *prometheus.Registry
 	metrics   *webhooks.Metrics
 	proc      *webhooks.Processor
 	providers []mounted
-	echo      *echo.Echo
-	http      *http.Server
+	// provs are the providers built, by source, mounted or not.
+	provs map[string]webhooks.Provider
+	echo  *echo.Echo
+	http  *http.Server
 	// side are the listeners beside the public one: /metrics on
 	// METRICS_ADDR, the console on ADMIN_ADDR. None is ever served on
 	// HTTP_ADDR.
@@ -103,25 +109,6 @@ type mounted struct {
 	on   bool // it has a secret: the receiver never serves what it cannot verify
 }
 
-// Registry is what the server is built from besides its configuration
-// (whose Specs are the providers): the providers' catch-up and the step
-// kinds. cmd/server hands it down from internal/providers, so that nothing
-// in this package names a provider or a kind.
-type Registry struct {
-	Reconcilers []reconcile.Reconciler
-	// StepKinds builds the step kinds from the configuration.
-	StepKinds func(config.Config) webhooks.StepKinds
-	// Endpoints are the providers' endpoint settings, checked
-	// periodically (endpoints.go).
-	Endpoints []endpoints.Provider
-	// Checkout is the provider whose checkout comes back to GET
-	// /checkout/return (buyer.go); nil: none.
-	Checkout *checkout.Provider
-	// Portals are the providers whose billing portal GET /billing/portal
-	// opens (buyer.go).
-	Portals []portal.Provider
-}
-
 // Option changes what New builds.
 type Option func(*options)
 
@@ -135,12 +122,12 @@ func WithStepKind(name string, k webhooks.StepKind) Option {
 	return func(o *options) { o.kinds[name] = k }
 }
 
-// Providers builds every provider of the configuration's registry, by
+// Providers builds every provider of specs with its settings of cfg, by
 // source, mounted or not: a stored event is replayed by its provider even
 // when its route is off.
-func Providers(cfg config.Config) (map[string]webhooks.Provider, error) {
+func Providers(cfg wiring.Setup, specs []webhooks.Spec) (map[string]webhooks.Provider, error) {
 	m := map[string]webhooks.Provider{}
-	for _, s := range cfg.Specs() {
+	for _, s := range specs {
 		p, err := s.New(cfg.Settings(s.Source))
 		if err != nil {
 			return nil, fmt.Errorf("provider %s: %w", s.Source, err)
@@ -150,10 +137,11 @@ func Providers(cfg config.Config) (map[string]webhooks.Provider, error) {
 	return m, nil
 }
 
-// ProviderWarnings logs what the providers' settings should not be: said
-// by the server at start-up, and by the commands that run steps.
-func ProviderWarnings(cfg config.Config, log *slog.Logger) {
-	for _, spec := range cfg.Specs() {
+// ProviderWarnings logs what the settings of the providers of specs should
+// not be: said by the server at start-up, and by the commands that run
+// steps.
+func ProviderWarnings(cfg wiring.Setup, specs []webhooks.Spec, log *slog.Logger) {
+	for _, spec := range specs {
 		if spec.Warnings != nil {
 			for _, w := range spec.Warnings(cfg.Settings(spec.Source)) {
 				log.Warn(w, "provider", spec.Source)
@@ -163,7 +151,7 @@ func ProviderWarnings(cfg config.Config, log *slog.Logger) {
 }
 
 // NewProcessor builds the processor the configuration describes.
-func NewProcessor(cfg config.Config, pool *pgxpool.Pool, kinds webhooks.StepKinds, metrics *webhooks.Metrics, log *slog.Logger) *webhooks.Processor {
+func NewProcessor(cfg wiring.Setup, pool *pgxpool.Pool, kinds webhooks.StepKinds, metrics *webhooks.Metrics, log *slog.Logger) *webhooks.Processor {
 	// Said wherever steps run: the server, and the commands that replay
 	// or catch up (an operator's shell without the server's secret sends
 	// calls the API refuses).
@@ -174,26 +162,40 @@ func NewProcessor(cfg config.Config, pool *pgxpool.Pool, kinds webhooks.StepKind
 	return webhooks.NewProcessor(pool, kinds, metrics, log, cfg.Processor())
 }
 
-// New builds the receiver: it applies migrations, opens the pool and builds
-// the router. The caller owns Close.
-func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger, opts ...Option) (*Server, error) {
-	o := options{kinds: webhooks.StepKinds{}}
-	if reg.StepKinds != nil {
-		o.kinds = reg.StepKinds(cfg)
+// New builds the receiver from cfg, the providers of list (the registry's,
+// internal/providers, whose variables cfg was loaded with) and the step
+// kinds it runs (wiring.StepKinds): it applies migrations, opens the pool
+// and builds the router. The caller owns Close.
+func New(ctx context.Context, cfg wiring.Setup, list []registry.Provider, kinds webhooks.StepKinds, log *slog.Logger,
+	opts ...Option) (*Server, error) {
+	o := options{kinds: maps.Clone(kinds)}
+	if o.kinds == nil {
+		o.kinds = webhooks.StepKinds{}
 	}
 	for _, f := range opts {
 		f(&o)
 	}
-	provs, err := Providers(cfg)
+	specs := registry.Specs(list)
+	for _, spec := range specs {
+		if _, ok := cfg.Provider(spec.Source); !ok {
+			return nil, fmt.Errorf("provider %s: its variables were not loaded: load the configuration with the providers the server is given", spec.Source)
+		}
+	}
+	checkouts := registry.Checkouts(list)
+	if len(checkouts) > 1 {
+		return nil, fmt.Errorf("providers %s and %s both offer the checkout return (GET %s): one may", checkouts[0].Source, checkouts[1].Source,
+			checkout.Route)
+	}
+	provs, err := Providers(cfg, specs)
 	if err != nil {
 		return nil, err
 	}
-	ProviderWarnings(cfg, log)
+	ProviderWarnings(cfg, specs, log)
 	// Over the session URL: golang-migrate's lock is a session lock.
 	if err := db.Migrate(cfg.SessionURL()); err != nil {
 		return nil, fmt.Errorf("apply migrations: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, registry: prometheus.NewRegistry()}
+	s := &Server{cfg: cfg, log: log, registry: prometheus.NewRegistry(), provs: provs}
 	if err := s.setupTracing(ctx); err != nil {
 		return nil, err
 	}
@@ -207,15 +209,18 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	s.conns = newConnMetrics(s.registry)
 	s.registry.MustRegister(webhooks.NewClaimGauges(pool, cfg.LeaseDuration, 5*time.Second, log))
 	s.proc = NewProcessor(cfg, pool, o.kinds, s.metrics, log)
-	for _, spec := range cfg.Specs() {
-		s.providers = append(s.providers, mounted{spec: spec, prov: provs[spec.Source], on: len(cfg.Providers[spec.Source].Secrets) > 0})
+	for _, spec := range specs {
+		vars, _ := cfg.Provider(spec.Source)
+		s.providers = append(s.providers, mounted{spec: spec, prov: provs[spec.Source], on: len(vars.Secrets) > 0})
 	}
 
-	if err := s.setupCheckout(reg.Checkout); err != nil {
-		pool.Close()
-		return nil, err
+	if len(checkouts) == 1 {
+		if err := s.setupCheckout(checkouts[0]); err != nil {
+			pool.Close()
+			return nil, err
+		}
 	}
-	if err := s.setupPortal(reg.Portals); err != nil {
+	if err := s.setupPortal(registry.Portals(list)); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -250,14 +255,15 @@ func New(ctx context.Context, cfg config.Config, reg Registry, log *slog.Logger,
 	}
 	s.setupHeartbeat()
 	s.setupAlerts()
-	if err := s.setupReconcile(reg.Reconcilers, provs); err != nil {
+	reconcilers := registry.Reconcilers(list)
+	if err := s.setupReconcile(reconcilers, provs); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	s.setupFailoverWatch(reg.Reconcilers)
-	s.setupEndpoints(reg.Endpoints)
+	s.setupFailoverWatch(reconcilers)
+	s.setupEndpoints(specs, registry.Endpoints(list))
 	if cfg.AdminAddr != "" {
-		if err := s.setupConsole(provs); err != nil {
+		if err := s.setupConsole(specs, provs); err != nil {
 			pool.Close()
 			return nil, err
 		}
@@ -292,6 +298,10 @@ func (s *Server) Handler() http.Handler { return s.http.Handler }
 
 // Processor is the receiver's processor, for tests.
 func (s *Server) Processor() *webhooks.Processor { return s.proc }
+
+// Providers are the receiver's providers, built, by source, mounted or not:
+// what an operator's replay runs an event through.
+func (s *Server) Providers() map[string]webhooks.Provider { return s.provs }
 
 // Metrics are the receiver's delivery and step series, for tests.
 func (s *Server) Metrics() *webhooks.Metrics { return s.metrics }

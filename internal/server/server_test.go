@@ -11,25 +11,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/db"
 	"github.com/paywebhooks/receiver/internal/pglocal"
 	"github.com/paywebhooks/receiver/internal/pgtest"
 	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func newServer(t *testing.T, dbURL string) *httptest.Server {
 	t.Helper()
-	cfg, err := config.Load(func(k string) string {
+	cfg, err := wiring.Load(func(k string) string {
 		return map[string]string{"DATABASE_URL": dbURL, "STRIPE_WEBHOOK_SECRET": "whsec_test_0123456789abcdef0123456789abcdef", "MAIL_DIR": t.TempDir()}[k]
 	}, providers.All())
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(context.Background(), cfg, providers.Registry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv, err := server.New(context.Background(), cfg, providers.List(), wiring.StepKinds(cfg, providers.List()), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

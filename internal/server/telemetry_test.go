@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/server"
@@ -218,7 +219,7 @@ const (
 // telemetry.AttributeValueLimit, however long it was sent.
 func TestSpanAttributesBounded(t *testing.T) {
 	rec := telemetrytest.Install(t)
-	r := rt.New(t, listen...)
+	r := rt.New(t, providers.List(), listen...)
 	url := serve(t, r)
 	long := strings.Repeat("A", 16<<10)
 	body := checkoutEvent("evt_trace_long_headers")
@@ -264,7 +265,7 @@ func TestSpanAttributesBounded(t *testing.T) {
 func TestTraceOfACheckout(t *testing.T) {
 	rec := telemetrytest.Install(t)
 	api := newFulfillmentAPI(t, 0)
-	r := rt.New(t, append(listen, rt.Env("FULFILLMENT_URL", api.URL))...)
+	r := rt.New(t, providers.List(), append(listen, rt.Env("FULFILLMENT_URL", api.URL))...)
 	url := serve(t, r)
 
 	// Checkouts first, so that the one traced finds the pool's connections
@@ -441,7 +442,7 @@ func TestTraceOfACheckout(t *testing.T) {
 func TestTraceOfARedrivenStep(t *testing.T) {
 	rec := telemetrytest.Install(t)
 	api := newFulfillmentAPI(t, 1) // the delivery's call fails, the redriver's succeeds
-	r := rt.New(t, append(listen, rt.Env("FULFILLMENT_URL", api.URL))...)
+	r := rt.New(t, providers.List(), append(listen, rt.Env("FULFILLMENT_URL", api.URL))...)
 	url := serve(t, r)
 
 	id := "evt_trace_redriven"
@@ -485,10 +486,7 @@ func TestTraceOfARedrivenStep(t *testing.T) {
 	}
 
 	// An operator's replay of the event: linked to the same transaction.
-	provs, err := server.Providers(r.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	provs := r.Server.Providers()
 	ev, err := webhooks.LoadEvent(context.Background(), r.Pool, id)
 	if err != nil {
 		t.Fatal(err)
@@ -514,7 +512,7 @@ func TestUntracedWhenOff(t *testing.T) {
 		t.Fatal("tracing on")
 	}
 	api := newFulfillmentAPI(t, 0)
-	r := rt.New(t, append(listen, rt.Env("FULFILLMENT_URL", api.URL))...)
+	r := rt.New(t, providers.List(), append(listen, rt.Env("FULFILLMENT_URL", api.URL))...)
 	url := serve(t, r)
 	body := checkoutEvent("evt_untraced")
 	if status, answer := deliver(t, url, body, rt.Signed(stripe.Spec, body, nil)); status != http.StatusOK {
@@ -549,7 +547,7 @@ func processCPU() time.Duration {
 //
 //	go test -run '^$' -bench DeliveryTracing -benchtime 1000x -tracing-rounds 5 ./internal/server
 func BenchmarkDeliveryTracing(b *testing.B) {
-	r := rt.New(b, listen...)
+	r := rt.New(b, providers.List(), listen...)
 	url := serve(b, r)
 	sink := telemetrytest.NewSink(b)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -35,7 +35,7 @@ import (
 // time they carry: the case of a burst, whose events change nothing of it.
 func TestCustomerBurstWaitsOnNothing(t *testing.T) {
 	ctx := t.Context()
-	r := receivertest.New(t)
+	r := receivertest.New(t, providers.List())
 	spec := specOf(t, "stripe")
 	if _, err := r.Pool.Exec(ctx, `
 CREATE FUNCTION hold_before_commit() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -25,10 +25,11 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/providers"
+	"github.com/paywebhooks/receiver/internal/registry"
 	"github.com/paywebhooks/receiver/internal/reqlog"
 	"github.com/paywebhooks/receiver/internal/server"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // gcPercent is cmd/server's collector target when GOGC is unset.
@@ -52,7 +53,8 @@ func serve(ctx context.Context, pprofAddr string) error {
 	if pprofAddr == "" {
 		return fmt.Errorf("PPROF_ADDR is required (run bin/server when no profile is wanted)")
 	}
-	cfg, err := config.Load(os.Getenv, providers.All())
+	list := providers.List()
+	cfg, err := wiring.Load(os.Getenv, registry.Specs(list))
 	if err != nil {
 		return err
 	}
@@ -67,7 +69,7 @@ func serve(ctx context.Context, pprofAddr string) error {
 	go func() { _ = http.Serve(ln, nil) }()
 	log.Info("profiling endpoints", "addr", ln.Addr().String())
 
-	srv, err := server.New(ctx, cfg, providers.Registry(), log)
+	srv, err := server.New(ctx, cfg, list, wiring.StepKinds(cfg, list), log)
 	if err != nil {
 		return err
 	}

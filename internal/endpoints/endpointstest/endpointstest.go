@@ -19,9 +19,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/endpoints"
 	"github.com/paywebhooks/receiver/internal/webhooks"
+	"github.com/paywebhooks/receiver/internal/wiring"
 )
 
 // PublicURL is the receiver's public base URL in every case.
@@ -92,7 +92,7 @@ func Check(t *testing.T, target endpoints.Target, env map[string]string, o endpo
 	for k, v := range env {
 		all[k] = v
 	}
-	cfg, err := config.Load(func(k string) string { return all[k] }, []webhooks.Spec{target.Spec})
+	cfg, err := wiring.Load(func(k string) string { return all[k] }, []webhooks.Spec{target.Spec})
 	if err != nil {
 		t.Fatalf("configuration: %v", err)
 	}

@@ -62,6 +62,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/registry"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -70,6 +71,10 @@ import (
 // Events defines it otherwise.
 type Suite struct {
 	Spec webhooks.Spec
+	// Providers are the providers of every receiver the suite starts,
+	// Spec's among them: the registry's (providers.List()), or a fork's
+	// test's own list (the registry's and its line).
+	Providers []registry.Provider
 	// Options are passed to every receiver the suite starts.
 	Options []rt.Option
 	// Events defines the named deliveries that are not a testdata file as
@@ -588,10 +593,15 @@ func (s *Suite) example(t *testing.T) {
 	t.Logf("two examples processed: %q; %d emails, fulfillment calls %q", s.view(t, r), len(r.SMTP.Messages()), Calls(r))
 }
 
-// receiver starts a receiver with the suite's options and opts.
-func (s *Suite) receiver(t *testing.T, opts ...rt.Option) *rt.Receiver {
+// receiver starts a receiver of the suite's providers with its options
+// and opts.
+func (s *Suite) receiver(t testing.TB, opts ...rt.Option) *rt.Receiver {
 	t.Helper()
-	return rt.New(t, append(slices.Clip(s.Options), opts...)...)
+	if !slices.ContainsFunc(s.Providers, func(p registry.Provider) bool { return p.Spec.Source == s.Spec.Source }) {
+		t.Fatalf("conformance: Suite.Providers does not list %s: give the suite the registry's list (providers.List()), "+
+			"which has its line", s.Spec.Source)
+	}
+	return rt.New(t, s.Providers, append(slices.Clip(s.Options), opts...)...)
 }
 
 // Body returns the body of the named event.

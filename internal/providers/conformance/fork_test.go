@@ -2,8 +2,8 @@ package conformance_test
 
 // A fork, from a test package: a provider (fixtureSource) and a step kind
 // ("webhook.out") that no file of the receiver knows, registered the way a
-// fork registers its own (rt.WithSpec stands for the line in
-// internal/providers, server.WithStepKind for the kind), and run through
+// fork registers its own (forkList stands for the registry with the fork's
+// line in internal/providers, server.WithStepKind for the kind), and run through
 // the real router and processor to done, then through the conformance
 // suite. No core file is edited for them.
 
@@ -25,8 +25,10 @@ import (
 	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/orders"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
+	"github.com/paywebhooks/receiver/internal/registry"
 	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -152,11 +154,17 @@ func (k *outbox) all() map[string][]string {
 	return out
 }
 
+// forkList is the registry with the fork's line added.
+func forkList() []registry.Provider {
+	return append(providers.List(), registry.Provider{Spec: fixtureSpec})
+}
+
 func forkSuite(out *outbox) cf.Suite {
 	return cf.Suite{
-		Spec:    fixtureSpec,
-		Options: []rt.Option{rt.WithSpec(fixtureSpec), rt.WithServer(server.WithStepKind("webhook.out", out))},
-		View:    []string{`SELECT format('%s %s %s %s %s', source, external_id, status, amount_cents, currency) FROM orders ORDER BY 1`},
+		Spec:      fixtureSpec,
+		Providers: forkList(),
+		Options:   []rt.Option{rt.WithServer(server.WithStepKind("webhook.out", out))},
+		View:      []string{`SELECT format('%s %s %s %s %s', source, external_id, status, amount_cents, currency) FROM orders ORDER BY 1`},
 		Events: map[string]cf.Event{
 			"paid":   {Body: []byte(`{"id":"fx_evt_1","type":"order.paid","order":{"id":"A-1","cents":1200,"currency":"eur","email":"buyer@fixture.test"}}`)},
 			"paid2":  {Body: []byte(`{"id":"fx_evt_2","type":"order.paid","order":{"id":"A-2","cents":500,"currency":"eur"}}`)},
@@ -183,7 +191,7 @@ func forkSuite(out *outbox) cf.Suite {
 func TestForkDelivery(t *testing.T) {
 	out := &outbox{calls: map[string][]string{}}
 	s := forkSuite(out)
-	r := rt.New(t, s.Options...)
+	r := rt.New(t, s.Providers, s.Options...)
 	if res := s.DeliverOK(t, r, "paid"); cf.Outcome(res) != webhooks.OutcomeProcessed {
 		t.Fatalf("outcome %s", res.Body)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -79,8 +80,9 @@ var (
 )
 
 var suite = cf.Suite{
-	Spec:   github.Spec,
-	Header: header,
+	Spec:      github.Spec,
+	Providers: providers.List(),
+	Header:    header,
 	View: []string{`SELECT format('%s %s %s %s %s %s %s', source, external_id, status, amount_cents, currency,
        coalesce(customer_email, '-'), coalesce(plan, '-')) FROM orders ORDER BY 1`},
 	Events: map[string]cf.Event{
@@ -341,7 +343,7 @@ func TestSameGUIDManyHooks(t *testing.T) {
 		}
 	}
 	t.Run("SameBody", func(t *testing.T) {
-		r := rt.New(t)
+		r := rt.New(t, providers.List())
 		body := fixture(purchased)
 		form := []byte("payload=" + url.QueryEscape(string(body)))
 		var got []string
@@ -363,7 +365,7 @@ func TestSameGUIDManyHooks(t *testing.T) {
 		events(t, r, 1)
 	})
 	t.Run("BodiesThatDiffer", func(t *testing.T) {
-		r := rt.New(t)
+		r := rt.New(t, providers.List())
 		body := fixture(purchased)
 		app := repeat(body, `"installation": {"id": 7}`)
 		got := []string{post(t, r, body, "111", guid(purchased), "application/json"),

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	"github.com/paywebhooks/receiver/internal/providers/github/githubtest"
 	"github.com/paywebhooks/receiver/internal/receivertest"
@@ -19,7 +20,7 @@ import (
 // of the same events write and send.
 
 func TestMarketplaceWithTheRealProcessor(t *testing.T) {
-	r := receivertest.New(t)
+	r := receivertest.New(t, providers.List())
 	gh := githubtest.New(t, testAppID)
 	gh.AddPlan(githubtest.ListingPlan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
 	gh.AddPlan(githubtest.ListingPlan{ID: 8, Name: "Team", MonthlyPriceInCents: 500, YearlyPriceInCents: 5000, PriceModel: "PER_UNIT", UnitName: "seat"})

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	github "github.com/paywebhooks/receiver/internal/providers/github"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -30,7 +31,7 @@ func oldBodyHash(hookID string, body []byte) []byte {
 // Down, the old hashes come back.
 func TestMigration10KeepsOldKeysCopies(t *testing.T) {
 	ctx := context.Background()
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	url := r.Config.DatabaseURL
 	latest, err := db.LatestVersion()
 	if err != nil {

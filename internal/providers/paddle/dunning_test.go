@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/providers"
 	paddle "github.com/paywebhooks/receiver/internal/providers/paddle"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
@@ -14,7 +15,7 @@ import (
 // customer pays it), and the past-due email the subscription's own
 // management_urls; each is sent once, however often its event comes.
 func TestDunningEmailsCarryPaddlesLinks(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	for _, name := range []string{failed, failed, completed, subPastDue, subPastDue} {
 		if res := r.Deliver(t, paddle.Spec, rt.Fixture(t, name), nil); res.Status != 200 {
 			t.Fatalf("%s: %d %s", name, res.Status, res.Body)

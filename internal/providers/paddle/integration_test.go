@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/providers/paddle"
 	"github.com/paywebhooks/receiver/internal/providers/paddle/paddletest"
 	"github.com/paywebhooks/receiver/internal/receivertest"
@@ -32,7 +33,7 @@ func transaction(id, email, total string) map[string]any {
 // delivered as a notification (with its notification_id) is known by its
 // event_id, the missed ones are processed through the Paddle provider.
 func TestPaddleWithTheRealProcessor(t *testing.T) {
-	r := receivertest.New(t)
+	r := receivertest.New(t, providers.List())
 	api := paddletest.New(t, paddleKey)
 	now := time.Now().Truncate(time.Second)
 	delivered := api.Add("transaction.completed", now.Add(-50*time.Minute), transaction("txn_delivered", "a@example.com", "1000"))

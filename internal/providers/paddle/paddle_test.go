@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	paddle "github.com/paywebhooks/receiver/internal/providers/paddle"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -74,7 +75,8 @@ var (
 )
 
 var suite = cf.Suite{
-	Spec: paddle.Spec,
+	Spec:      paddle.Spec,
+	Providers: providers.List(),
 	View: []string{
 		`SELECT format('order %s %s %s %s %s', external_id, status, amount_cents, currency, coalesce(customer_email, '-')) FROM orders ORDER BY 1`,
 		`SELECT format('refund %s %s %s %s %s', payment_intent_id, charge_id, amount_refunded, currency, status) FROM refunds ORDER BY 1`,
@@ -393,7 +395,7 @@ func TestVerify(t *testing.T) {
 // refunds, delivered at the same moment, leave the order refunded whichever
 // commits first.
 func TestOrderStartsRefundedWhenRacing(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	done := make(chan rt.Response, 2)
 	for _, name := range []string{completed, adjDone} {
 		go func() { done <- suite.Deliver(t, r, name) }()
@@ -484,7 +486,7 @@ func TestDecodeAgreesWithSDKTypes(t *testing.T) {
 // whichever commits first: the refunds of one transaction are serialised,
 // so neither sum misses the other's adjustment.
 func TestPartialRefundsRacing(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	const rounds = 10
 	var bodies [][]byte
 	for i := range rounds {

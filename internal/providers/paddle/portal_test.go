@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	paddle "github.com/paywebhooks/receiver/internal/providers/paddle"
 	"github.com/paywebhooks/receiver/internal/providers/paddle/paddletest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -18,7 +19,7 @@ import (
 // customer (303 to the fake's portal URL).
 func TestBillingPortalLink(t *testing.T) {
 	api := paddletest.New(t, "pdl_apikey_receivertest_portal_01")
-	r := rt.New(t, rt.Env("PADDLE_API_KEY", api.Key), rt.Env("PADDLE_API_BASE", api.URL), rt.Env("PUBLIC_URL", "https://pay.example.com"),
+	r := rt.New(t, providers.List(), rt.Env("PADDLE_API_KEY", api.Key), rt.Env("PADDLE_API_BASE", api.URL), rt.Env("PUBLIC_URL", "https://pay.example.com"),
 		rt.Env("PORTAL_LINK_SECRET", "cGFkZGxlIHBvcnRhbCBsaW5rIGtleSwgMzIgYnl0ZXM="))
 	if res := r.Deliver(t, paddle.Spec, rt.Fixture(t, completed), nil); res.Status != 200 {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/config"
+	"github.com/paywebhooks/receiver/internal/providers"
 	"github.com/paywebhooks/receiver/internal/providers/polar"
 	"github.com/paywebhooks/receiver/internal/providers/polar/polartest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -38,7 +39,7 @@ func orderPaidBody(t *testing.T, id, email string) []byte {
 // deliveries outside the window are not listed; an archived event is
 // skipped, visibly. The next run resumes where this one ended.
 func TestCatchUpWithTheRealProcessor(t *testing.T) {
-	r := rt.New(t, suite.Options...)
+	r := rt.New(t, providers.List(), suite.Options...)
 	api := polartest.New(t, polarToken)
 	now := time.Now().Truncate(time.Second)
 

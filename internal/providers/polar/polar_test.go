@@ -12,6 +12,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/config"
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	"github.com/paywebhooks/receiver/internal/providers/polar"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -107,7 +108,8 @@ func webhookID(name string, _ []byte) string {
 }
 
 var suite = cf.Suite{
-	Spec: polar.Spec,
+	Spec:      polar.Spec,
+	Providers: providers.List(),
 	Options: []rt.Option{rt.Env(polar.Spec.Secret.Name,
 		strings.Join([]string{rt.Secret(polar.Spec), rt.OldSecret(polar.Spec), newSecret, legacySecret, olderSecret}, ","))},
 	ID: webhookID,
@@ -495,7 +497,7 @@ func TestSecretVariable(t *testing.T) {
 // TestOrderAndRefundRacing: an order.paid and its full refund, delivered at
 // the same moment, leave the order refunded whichever commits first.
 func TestOrderAndRefundRacing(t *testing.T) {
-	r := rt.New(t, suite.Options...)
+	r := rt.New(t, providers.List(), suite.Options...)
 	done := make(chan rt.Response, 2)
 	for _, name := range []string{paid, refunded} {
 		go func() { done <- suite.Deliver(t, r, name) }()

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	polar "github.com/paywebhooks/receiver/internal/providers/polar"
 	"github.com/paywebhooks/receiver/internal/providers/polar/polartest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -18,7 +19,7 @@ import (
 // customer (303 to the fake's customer_portal_url).
 func TestBillingPortalLink(t *testing.T) {
 	api := polartest.New(t, "polar_oat_receivertest_portal_0123456789")
-	r := rt.New(t, rt.Env("POLAR_API_KEY", api.Token), rt.Env("POLAR_API_BASE", api.URL), rt.Env("PUBLIC_URL", "https://pay.example.com"),
+	r := rt.New(t, providers.List(), rt.Env("POLAR_API_KEY", api.Token), rt.Env("POLAR_API_BASE", api.URL), rt.Env("PUBLIC_URL", "https://pay.example.com"),
 		rt.Env("PORTAL_LINK_SECRET", "cG9sYXIgcG9ydGFsIGxpbmsga2V5LCAzMiBieXRlcyE="),
 		rt.Env("PORTAL_RETURN_URL", "https://shop.example.com/account"))
 	if res := r.Deliver(t, polar.Spec, suite.Body(t, pastDue), nil); res.Status != 200 {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/paywebhooks/receiver/internal/db"
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -57,7 +58,7 @@ func permutationTable(t *testing.T, seq []string, externalID, want string, short
 	var rows []string
 	for i, order := range cf.Permutations(seq) {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			r := rt.New(t)
+			r := rt.New(t, providers.List())
 			deliverFiveTimes(t, r, order)
 			got := orderState(t, r, externalID)
 			if got != want {
@@ -131,7 +132,7 @@ func TestFulfillmentCallSaysWhoseSaleAndMode(t *testing.T) {
 		{"paid.live", []rt.Option{rt.Env("STRIPE_LIVEMODE", "true")}, `"account_id":null,"livemode":true`},
 		{"paid.account", []rt.Option{rt.Env("STRIPE_CONNECT_ACCOUNTS", "*")}, `"account_id":"acct_test_1","livemode":false`},
 	} {
-		r := rt.New(t, c.env...)
+		r := rt.New(t, providers.List(), c.env...)
 		suite.DeliverOK(t, r, c.event)
 		reqs := r.API.Requests()
 		if len(reqs) != 1 {
@@ -156,7 +157,7 @@ func TestFulfillmentCallSaysWhoseSaleAndMode(t *testing.T) {
 // rows the new rules wrote go and the figures stay.
 func TestMigration14KeepsWhatWasRefunded(t *testing.T) {
 	ctx := context.Background()
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	url := r.Config.DatabaseURL
 	// Down to the schema before migration 14, one step at a time (later
 	// migrations need not be numbered one after another).

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/fulfillment"
 	"github.com/paywebhooks/receiver/internal/mail"
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -33,7 +34,7 @@ func newReturnRig(t *testing.T, env ...rt.Option) *returnRig {
 	api := stripetest.New(t, thinKey)
 	opts := append([]rt.Option{rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL),
 		rt.Env("CHECKOUT_SUCCESS_URL", returnSuccess), rt.Env("TRUSTED_PROXIES", "127.0.0.1/32")}, env...)
-	g := &returnRig{r: rt.New(t, opts...), api: api}
+	g := &returnRig{r: rt.New(t, providers.List(), opts...), api: api}
 	api.PutObject("/v1/checkout/sessions/cs_test_ret", "", returnSession("cs_test_ret", "paid"))
 	return g
 }

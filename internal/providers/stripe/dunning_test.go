@@ -12,6 +12,7 @@ import (
 
 	"github.com/paywebhooks/receiver/internal/mail"
 	"github.com/paywebhooks/receiver/internal/mail/mailtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
@@ -71,7 +72,7 @@ func dunningMail(m mailtest.Received, invoice string) string {
 // the payment went through after all; each with its invoice's link and,
 // for a failure Stripe will retry, the date.
 func TestDunningSequenceShuffledAndTwice(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	perms := permutations(dunningSteps)
 	at := time.Now().Add(-time.Hour).Truncate(time.Second)
 	for i, perm := range perms {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	"github.com/paywebhooks/receiver/internal/receivertest"
@@ -28,7 +29,7 @@ func session(id, email string, amount int) map[string]any {
 }
 
 func TestStripeWithTheRealProcessor(t *testing.T) {
-	r := receivertest.New(t)
+	r := receivertest.New(t, providers.List())
 	api := stripetest.New(t, stripeKey)
 	now := time.Now().Truncate(time.Second)
 	delivered := api.Add("checkout.session.completed", now.Add(-50*time.Minute), session("cs_delivered", "a@example.com", 1000), true)

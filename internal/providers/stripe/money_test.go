@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
@@ -114,7 +115,7 @@ func TestSubscriptionLifecycleInThreeOrders(t *testing.T) {
 	wantMails := map[string][]string{"in order": {ended, trial}, "reversed": {ended}, "shuffled": {ended}}
 	var rows []string
 	for i, name := range []string{"in order", "reversed", "shuffled"} {
-		r := rt.New(t)
+		r := rt.New(t, providers.List())
 		order := append([]string{customerCreated}, orders[name]...)
 		deliverTwice(t, r, order, uint64(i))
 		got := viewRows(t, r, subscriptionsView)
@@ -140,7 +141,7 @@ func TestCheckoutPairSameSecond(t *testing.T) {
 	t.Parallel()
 	var rows []string
 	for i, order := range [][]string{{subIncomplete, subSameSecond}, {subSameSecond, subIncomplete}} {
-		r := rt.New(t)
+		r := rt.New(t, providers.List())
 		deliverTwice(t, r, order, uint64(i))
 		got := viewRows(t, r, subscriptionsView)
 		if diff := cmp.Diff([]string{sub2Active}, got); diff != "" {
@@ -175,7 +176,7 @@ func TestRefundSequences(t *testing.T) {
 		{"refund 1.00", "order 100.00", "refund rest (100.00 in all)"},
 		{"refund rest (100.00 in all)", "refund 1.00", "order 100.00"},
 	} {
-		r := rt.New(t)
+		r := rt.New(t, providers.List())
 		for i, name := range order {
 			s.DeliverOK(t, r, name)
 			if res := s.DeliverOK(t, r, name); cf.Outcome(res) != webhooks.OutcomeDuplicate {
@@ -233,7 +234,7 @@ func TestDisputeSequence(t *testing.T) {
 	var rows []string
 	for i, order := range [][]string{seq, {dpReinstated, dpClosed, dpUpdated, dpWithdrawn, dpCreated},
 		{dpUpdated, dpCreated, dpReinstated, dpWithdrawn, dpClosed}} {
-		r := rt.New(t)
+		r := rt.New(t, providers.List())
 		for j, name := range order {
 			suite.DeliverOK(t, r, name)
 			prefix := ""
@@ -384,7 +385,7 @@ func TestModeAccountMatrix(t *testing.T) {
 		for k, v := range s.env {
 			opts = append(opts, rt.Env(k, v))
 		}
-		delivered, reconciled := rt.New(t, opts...), rt.New(t, opts...)
+		delivered, reconciled := rt.New(t, providers.List(), opts...), rt.New(t, providers.List(), opts...)
 		api := stripetest.New(t, stripeKey)
 		for _, e := range modeEvents {
 			body := e.body(t)
@@ -481,7 +482,7 @@ func TestSamplesOneReceiverEach(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			r := rt.New(t)
+			r := rt.New(t, providers.List())
 			res := r.Deliver(t, stripe.Spec, body, nil)
 			if res.Status != 200 {
 				t.Fatalf("status %d %s", res.Status, res.Body)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/portal"
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -48,7 +49,7 @@ func follow(t *testing.T, r *rt.Receiver, query, client string) (int, string, st
 // no call to Stripe; a link sealed with an older key of the list opens.
 func TestBillingPortalLinks(t *testing.T) {
 	api := stripetest.New(t, thinKey)
-	r := rt.New(t, portalEnv(api, "2")...)
+	r := rt.New(t, providers.List(), portalEnv(api, "2")...)
 	body := dunningEvent(t, "evt_portal_failed", "failed", "in_portal", time.Now())
 	if res := r.Deliver(t, stripe.Spec, body, nil); res.Status != 200 {
 		t.Fatalf("delivery: %d %s", res.Status, res.Body)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -145,7 +146,7 @@ func TestRepeatedNames(t *testing.T) {
 // data.object decoded then: the invoice and the customer's address are
 // written; the next attempt is answered as its copy.
 func TestResentEventPlanned(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	body := invoiceEvent(1, time.Now().Add(-time.Hour).Unix())
 	for i, want := range []string{`"outcome":"processed"`, `"outcome":"duplicate"`} {
 		res := r.Deliver(t, stripe.Spec, body, nil)

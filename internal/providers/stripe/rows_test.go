@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 )
@@ -16,7 +17,7 @@ import (
 // column added to processed_events without STORAGE MAIN brings that back,
 // so every variable-length column is checked too.
 func TestEventRowsStayWhole(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	now := time.Now().Unix()
 	var size int
 	for n := range int64(3) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/stripe/stripe-go/v76/webhook"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -176,7 +177,7 @@ var benchRun = time.Now().UnixNano()
 //
 //	go test -run '^$' -bench Deliver -cpuprofile cpu.out ./internal/providers/stripe
 func BenchmarkDeliver(b *testing.B) {
-	r := rt.New(b)
+	r := rt.New(b, providers.List())
 	h := r.Server.Handler()
 	post := func(body []byte) int {
 		req := httptest.NewRequest(http.MethodPost, "/webhooks/stripe", bytes.NewReader(body))

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paywebhooks/receiver/internal/pgtest"
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
@@ -102,7 +103,8 @@ var (
 )
 
 var suite = cf.Suite{
-	Spec: stripe.Spec,
+	Spec:      stripe.Spec,
+	Providers: providers.List(),
 	View: []string{
 		`SELECT format('order %s %s %s %s %s', external_id, status, amount_cents, currency, coalesce(customer_email, '-')) FROM orders ORDER BY 1`,
 		`SELECT format('invoice %s %s %s/%s %s %s', stripe_invoice_id, status, amount_paid, amount_due, currency, coalesce(customer_email, '-')) FROM invoices ORDER BY 1`,
@@ -447,7 +449,7 @@ func count(sql string, want int) func(*testing.T, *rt.Receiver, rt.Response) {
 // claim, while its order insert waits on a lock the test holds: nothing of
 // the event may remain, and the next delivery claims and writes.
 func TestCrashBetweenClaimAndCommit(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	ctx := context.Background()
 	lock, err := r.Pool.Begin(ctx)
 	if err != nil {
@@ -488,7 +490,7 @@ WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '
 // delivered at the same moment, always leave the order refunded, whichever
 // transaction commits first.
 func TestRefundRacingOrder(t *testing.T) {
-	r := rt.New(t)
+	r := rt.New(t, providers.List())
 	const pairs = 20
 	var wg sync.WaitGroup
 	for i := range pairs {

@@ -11,11 +11,11 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/paywebhooks/receiver/internal/providers"
 	cf "github.com/paywebhooks/receiver/internal/providers/conformance"
 	stripe "github.com/paywebhooks/receiver/internal/providers/stripe"
 	"github.com/paywebhooks/receiver/internal/providers/stripe/stripetest"
 	rt "github.com/paywebhooks/receiver/internal/receivertest"
-	"github.com/paywebhooks/receiver/internal/server"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
@@ -137,9 +137,10 @@ func newThinWorld(t *testing.T) *thinWorld {
 // thinSuite is the conformance suite of the thin route, on w's fake.
 func thinSuite(w *thinWorld) cf.Suite {
 	return cf.Suite{
-		Spec:    stripe.ThinSpec,
-		Options: []rt.Option{rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", w.api.URL)},
-		Events:  w.events,
+		Spec:      stripe.ThinSpec,
+		Providers: providers.List(),
+		Options:   []rt.Option{rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", w.api.URL)},
+		Events:    w.events,
 		View: append(append([]string{}, suite.View...),
 			`SELECT format('health %s %s %s %s severity=%s applied=%s', alert_id, event_type, object_type, object_id,
 			 coalesce(severity, '-'), coalesce(applied_as, '-')) FROM stripe_health_alerts ORDER BY 1`),
@@ -298,7 +299,7 @@ func TestThinEveryHandledType(t *testing.T) {
 	for _, f := range familyObjects {
 		api.PutObject(f.path, "", f.object)
 	}
-	r := rt.New(t, rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
+	r := rt.New(t, providers.List(), rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
 	var v1 []string
 	for _, typ := range stripe.ThinSpec.Types {
 		if strings.HasPrefix(typ, "v1.") {
@@ -381,7 +382,7 @@ func TestThinFetchFailures(t *testing.T) {
 			}
 			api.PutObject("/v1/checkout/sessions/cs_test_lost", "", lostSession)
 			_, note := api.AddThin(c.thin)
-			r := rt.New(t, rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
+			r := rt.New(t, providers.List(), rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
 			nothingWritten := func(when string) {
 				t.Helper()
 				if n := r.Count(t, `SELECT count(*) FROM processed_events`); n != 0 {
@@ -434,7 +435,7 @@ func TestThinFetchFailures(t *testing.T) {
 func TestThinFetchesBounded(t *testing.T) {
 	api := stripetest.New(t, thinKey)
 	api.PutObject("/v1/checkout/sessions/cs_test_thin", "", thinSession)
-	r := rt.New(t, rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
+	r := rt.New(t, providers.List(), rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
 	api.HangNext(stripe.MaxFetches)
 	hung := make(chan rt.Response, stripe.MaxFetches)
 	for range stripe.MaxFetches {
@@ -500,7 +501,7 @@ func TestThinBesideSnapshot(t *testing.T) {
 			`SELECT count(*) FROM orders WHERE external_id = 'cs_test_paid'`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			r := rt.New(t, rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
+			r := rt.New(t, providers.List(), rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", api.URL))
 			snapshot := rt.Fixture(t, c.snapshot)
 			var head struct {
 				ID string `json:"id"`
@@ -539,7 +540,7 @@ func TestThinBesideSnapshot(t *testing.T) {
 // again into an emptied database, write what they wrote, with no API call.
 func TestThinStoredBodyPlansAlone(t *testing.T) {
 	w := newThinWorld(t)
-	r := rt.New(t, rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", w.api.URL))
+	r := rt.New(t, providers.List(), rt.Env("STRIPE_API_KEY", thinKey), rt.Env("STRIPE_API_BASE", w.api.URL))
 	s := thinSuite(w)
 	ctx := context.Background()
 	var stored []webhooks.Event
@@ -561,10 +562,7 @@ func TestThinStoredBodyPlansAlone(t *testing.T) {
 	}
 	w.api.FailNext(http.StatusInternalServerError, 100) // any call would fail
 	calls := len(w.api.Requests())
-	provs, err := server.Providers(r.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
+	provs := r.Server.Providers()
 	for _, ev := range stored {
 		if res := r.Server.Processor().Process(ctx, provs[ev.Source], ev); res.Outcome != webhooks.OutcomeProcessed {
 			t.Errorf("%s from its stored body: %s (%v), want processed", ev.Key, res.Outcome, res.Err)

@@ -1,4 +1,4 @@
-package config
+package wiring
 
 import (
 	"encoding/base64"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paywebhooks/receiver/internal/config"
 )
 
 // TestPortal: the billing-portal links' settings. Unset, no keys and the
@@ -17,7 +19,7 @@ import (
 func TestPortal(t *testing.T) {
 	e := valid()
 	c, err := Load(env(e), specs)
-	if err != nil || c.Portal.Keys != nil || c.Portal.TTL != DefaultPortalLinkTTL || c.Portal.Uses != DefaultPortalLinkUses {
+	if err != nil || c.Portal.Keys != nil || c.Portal.TTL != config.DefaultPortalLinkTTL || c.Portal.Uses != config.DefaultPortalLinkUses {
 		t.Fatalf("unset: %+v, %v", c.Portal, err)
 	}
 	k1, k2 := base64.StdEncoding.EncodeToString([]byte(strings.Repeat("a", 32))), base64.StdEncoding.EncodeToString([]byte(strings.Repeat("b", 32)))
