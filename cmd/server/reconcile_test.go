@@ -168,7 +168,7 @@ func TestReconcileUsage(t *testing.T) {
 func TestReconcileMarketplace(t *testing.T) {
 	r := rt.New(t, providers.List())
 	gh := githubtest.New(t, 4242)
-	gh.AddPlan(githubtest.ListingPlan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
+	gh.AddPlan(githubtest.ListingTier{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
 	gh.Subscribe(7, githubtest.Account{ID: 101, Login: "listed-no-order", Type: "Organization",
 		OrganizationBillingEmail: "billing@listed.example", BillingCycle: "monthly", UnitCount: 1})
 	if _, err := r.Pool.Exec(context.Background(), `

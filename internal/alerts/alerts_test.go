@@ -498,7 +498,7 @@ func TestCheckWebhookURL(t *testing.T) {
 func TestFailoverOnceAcrossReplicas(t *testing.T) {
 	w := newWorld(t)
 	f := alerts.Failover{At: w.now, From: "system 7 timeline 1", To: "system 7 timeline 2",
-		Commands: []string{"server reconcile paddle --since 72h", "server reconcile stripe --since 72h"}, CatchUp: true, Lookback: 72 * time.Hour}
+		Commands: []string{"server reconcile paddle --since 72h", "server reconcile stripe --since 72h"}, Reconciles: true, Lookback: 72 * time.Hour}
 	w.mon.NoteFailover(f)
 	if got := w.once(t); !slices.Equal(got, []string{"failover"}) {
 		t.Fatalf("raised %v, want the fail-over", got)

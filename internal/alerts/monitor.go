@@ -112,10 +112,10 @@ type Failover struct {
 	// Commands are the catch-up commands to run, one per configured
 	// reconciler (none: no provider's catch-up is configured).
 	Commands []string
-	// CatchUp: the receiver runs the catch-up itself (RECONCILE_INTERVAL),
+	// Reconciles: the receiver reconciles by itself (RECONCILE_INTERVAL),
 	// over the last Lookback.
-	CatchUp  bool
-	Lookback time.Duration
+	Reconciles bool
+	Lookback   time.Duration
 }
 
 // NoteFailover records a fail-over this process noticed: the evaluations
@@ -744,7 +744,7 @@ func (m *Monitor) failovers(now time.Time) ([]Alert, int, error) {
 		"events lost this way cannot be brought back from here; ask each provider to resend what it sent around " +
 		f.At.UTC().Format("15:04Z") + "."
 	switch {
-	case len(f.Commands) > 0 && f.CatchUp:
+	case len(f.Commands) > 0 && f.Reconciles:
 		todo = fmt.Sprintf("The receiver runs the catch-up itself (RECONCILE_INTERVAL) over the last %dh: a reconciliation "+
 			"alert follows if it brings events back; should it fail, run: %s.", int(f.Lookback.Hours()), strings.Join(f.Commands, "; "))
 	case len(f.Commands) > 0:

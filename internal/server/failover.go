@@ -146,25 +146,25 @@ func (s *Server) setupFailoverWatch(rs []reconcile.Reconciler) {
 // the log line: the alert (a cause of the monitor's), and the catch-up when
 // RECONCILE_INTERVAL is set and a reconciler is configured (commands).
 func (s *Server) onFailover(commands []string) func(ctx context.Context, from, to db.Primary) {
-	catchUp := s.cfg.ReconcileInterval > 0 && len(commands) > 0
+	reconciles := s.cfg.ReconcileInterval > 0 && len(commands) > 0
 	return func(ctx context.Context, from, to db.Primary) {
 		if s.heartbeat != nil { // the new primary may have lost its last record
 			s.heartbeat.Poke()
 		}
 		if s.monitor != nil {
 			s.monitor.NoteFailover(alerts.Failover{At: time.Now(), From: from.String(), To: to.String(),
-				Another: from.SystemID != to.SystemID, Commands: commands, CatchUp: catchUp, Lookback: FailoverLookback})
+				Another: from.SystemID != to.SystemID, Commands: commands, Reconciles: reconciles, Lookback: FailoverLookback})
 		}
-		if catchUp {
-			s.failoverCatchUp(ctx)
+		if reconciles {
+			s.failoverReconcile(ctx)
 		}
 	}
 }
 
-// failoverCatchUp runs every configured reconciler once over
+// failoverReconcile runs every configured reconciler once over
 // FailoverLookback, recorded as triggered by the fail-over; a source
 // another replica is catching up on already is left to it.
-func (s *Server) failoverCatchUp(ctx context.Context) {
+func (s *Server) failoverReconcile(ctx context.Context) {
 	names := make([]string, 0, len(s.reconcilers))
 	for name := range s.reconcilers {
 		names = append(names, name)

@@ -99,11 +99,11 @@ func TestFailoverCommands(t *testing.T) {
 	}
 }
 
-// TestFailoverCatchUp: after a fail-over, every configured reconciler runs
+// TestFailoverReconcile: after a fail-over, every configured reconciler runs
 // once over FailoverLookback, recorded as the fail-over's; one another
 // replica runs already is left to it, and a failure says to run it by
 // hand.
-func TestFailoverCatchUp(t *testing.T) {
+func TestFailoverReconcile(t *testing.T) {
 	var logs strings.Builder
 	var mu sync.Mutex
 	runs := map[string]reconcile.Options{}
@@ -116,7 +116,7 @@ func TestFailoverCatchUp(t *testing.T) {
 	s := &Server{log: slog.New(slog.NewTextHandler(&syncWriter{w: &logs, mu: &mu}, nil)), reconcilers: map[string]reconcile.Instance{
 		"stripe": inst("stripe", nil), "paddle": inst("paddle", reconcile.ErrBusy), "github-marketplace": inst("github-marketplace", errors.New("GitHub is down")),
 	}}
-	s.failoverCatchUp(context.Background())
+	s.failoverReconcile(context.Background())
 	for _, name := range []string{"stripe", "paddle", "github-marketplace"} {
 		if o := runs[name]; o.Since != FailoverLookback || o.Trigger != TriggerFailover {
 			t.Errorf("%s ran with %+v, want --since %v, triggered by %s", name, o, FailoverLookback, TriggerFailover)

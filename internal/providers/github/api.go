@@ -17,8 +17,8 @@ import (
 	"github.com/paywebhooks/receiver/internal/reconcile"
 )
 
-// MarketplacePlan is a plan of the app's Marketplace listing.
-type MarketplacePlan struct {
+// MarketplaceTier is a plan of the app's Marketplace listing (GitHub calls it a plan; here Plan is the core's webhooks.Plan).
+type MarketplaceTier struct {
 	ID                  int64
 	Name                string
 	Description         string
@@ -44,7 +44,7 @@ type MarketplaceAccount struct {
 	// UpdatedAt is when GitHub last changed the purchase; zero when the
 	// listing does not say.
 	UpdatedAt time.Time
-	Plan      MarketplacePlan
+	Plan      MarketplaceTier
 	// PendingChange is a change that takes effect at the end of the
 	// billing cycle; the account is still on Plan until then.
 	PendingChange *MarketplacePendingChange
@@ -151,8 +151,8 @@ const defaultAPIURL = "https://api.github.com"
 
 // Plans lists every plan of the listing, following the pages (each page
 // within the run's bounds: see AccountPages).
-func (a *API) Plans(ctx context.Context) ([]MarketplacePlan, error) {
-	var out []MarketplacePlan
+func (a *API) Tiers(ctx context.Context) ([]MarketplaceTier, error) {
+	var out []MarketplaceTier
 	pages, held := reconcile.NewPages(ctx), reconcile.Hold(ctx)
 	seen := map[int64]bool{}
 	opts := &github.ListOptions{PerPage: 100}
@@ -169,7 +169,7 @@ func (a *API) Plans(ctx context.Context) ([]MarketplacePlan, error) {
 			if !seen[p.GetID()] {
 				seen[p.GetID()] = true
 				fresh++
-				out = append(out, planOf(p))
+				out = append(out, tierOf(p))
 			}
 		}
 		if err := errors.Join(pages.Got(fresh, resp.NextPage != 0), held.Add(fresh)); err != nil {
@@ -243,15 +243,15 @@ func (a *API) Accounts(ctx context.Context, planID int64) ([]MarketplaceAccount,
 // page, asked for without a number) is page 1.
 func pageCursor(page int) string { return "page=" + strconv.Itoa(max(page, 1)) }
 
-func planOf(p *github.MarketplacePlan) MarketplacePlan {
+func tierOf(p *github.MarketplacePlan) MarketplaceTier {
 	if p == nil {
-		return MarketplacePlan{}
+		return MarketplaceTier{}
 	}
 	var bullets []string
 	if p.Bullets != nil {
 		bullets = *p.Bullets
 	}
-	return MarketplacePlan{
+	return MarketplaceTier{
 		ID:                  p.GetID(),
 		Name:                p.GetName(),
 		Description:         p.GetDescription(),
@@ -278,7 +278,7 @@ func accountOf(a *github.MarketplacePlanAccount) MarketplaceAccount {
 		out.FreeTrialEndsOn = mp.GetFreeTrialEndsOn().Time
 		out.NextBillingDate = mp.GetNextBillingDate().Time
 		out.UpdatedAt = mp.GetUpdatedAt().Time
-		out.Plan = planOf(mp.Plan)
+		out.Plan = tierOf(mp.Plan)
 	}
 	if pc := a.MarketplacePendingChange; pc != nil {
 		out.PendingChange = &MarketplacePendingChange{

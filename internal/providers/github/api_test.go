@@ -22,7 +22,7 @@ import (
 func TestGitHubAPIListsEveryPage(t *testing.T) {
 	gh := githubtest.New(t, testAppID)
 	for i := range 3 {
-		gh.AddPlan(githubtest.ListingPlan{ID: int64(10 + i), Name: fmt.Sprintf("Plan %d", i), MonthlyPriceInCents: 100 * (i + 1), PriceModel: "FLAT_RATE"})
+		gh.AddPlan(githubtest.ListingTier{ID: int64(10 + i), Name: fmt.Sprintf("Plan %d", i), MonthlyPriceInCents: 100 * (i + 1), PriceModel: "FLAT_RATE"})
 	}
 	updated := time.Date(2026, 2, 3, 4, 5, 6, 0, time.UTC)
 	var want []int64
@@ -37,7 +37,7 @@ func TestGitHubAPIListsEveryPage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plans, err := api.Plans(context.Background())
+	plans, err := api.Tiers(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +82,7 @@ func TestGitHubAPIListsEveryPage(t *testing.T) {
 
 func TestGitHubAPIAuthenticatesAsTheApp(t *testing.T) {
 	gh := githubtest.New(t, testAppID)
-	gh.AddPlan(githubtest.ListingPlan{ID: 1, Name: "Free", PriceModel: "FREE"})
+	gh.AddPlan(githubtest.ListingTier{ID: 1, Name: "Free", PriceModel: "FREE"})
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestGitHubAPIAuthenticatesAsTheApp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			_, err = api.Plans(context.Background())
+			_, err = api.Tiers(context.Background())
 			if tc.ok != (err == nil) {
 				t.Errorf("error %v", err)
 			}
@@ -119,13 +119,13 @@ func TestGitHubAPIAuthenticatesAsTheApp(t *testing.T) {
 		gh.SetClock(func() time.Time { return time.Now().Add(-9 * time.Minute) })
 		defer gh.SetClock(time.Now)
 		api, _ := github.NewAPI(github.APIConfig{AppID: testAppID, PrivateKey: gh.PrivateKeyPEM(), BaseURL: gh.URL})
-		if _, err := api.Plans(context.Background()); err == nil {
+		if _, err := api.Tiers(context.Background()); err == nil {
 			t.Error("a JWT issued nine minutes in the server's future was accepted")
 		}
 	})
 	t.Run("Stubbed", func(t *testing.T) {
 		api, _ := github.NewAPI(github.APIConfig{AppID: testAppID, PrivateKey: gh.PrivateKeyPEM(), BaseURL: gh.URL, Stubbed: true})
-		if _, err := api.Plans(context.Background()); err != nil {
+		if _, err := api.Tiers(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		if last := gh.Requests()[len(gh.Requests())-1]; last.Path != "/marketplace_listing/stubbed/plans" {

@@ -22,8 +22,8 @@ import (
 func TestMarketplaceWithTheRealProcessor(t *testing.T) {
 	r := receivertest.New(t, providers.List())
 	gh := githubtest.New(t, testAppID)
-	gh.AddPlan(githubtest.ListingPlan{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
-	gh.AddPlan(githubtest.ListingPlan{ID: 8, Name: "Team", MonthlyPriceInCents: 500, YearlyPriceInCents: 5000, PriceModel: "PER_UNIT", UnitName: "seat"})
+	gh.AddPlan(githubtest.ListingTier{ID: 7, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
+	gh.AddPlan(githubtest.ListingTier{ID: 8, Name: "Team", MonthlyPriceInCents: 500, YearlyPriceInCents: 5000, PriceModel: "PER_UNIT", UnitName: "seat"})
 	jan := func(d int) time.Time { return time.Date(2026, 1, d, 10, 0, 0, 0, time.UTC) }
 	gh.Subscribe(7, githubtest.Account{ID: 1001, Login: "acme", OrganizationBillingEmail: "billing@acme.example", UpdatedAt: jan(5)})
 	gh.Subscribe(8, githubtest.Account{ID: 1002, Login: "globex", UnitCount: 4, UpdatedAt: jan(20)})

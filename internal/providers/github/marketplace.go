@@ -44,7 +44,7 @@ const (
 
 // MarketplaceLister lists the app's Marketplace listing; *API is one.
 type MarketplaceLister interface {
-	Plans(ctx context.Context) ([]MarketplacePlan, error)
+	Tiers(ctx context.Context) ([]MarketplaceTier, error)
 	// AccountPages yields the accounts on a plan a page at a time.
 	AccountPages(ctx context.Context, planID int64) iter.Seq2[[]MarketplaceAccount, error]
 }
@@ -269,7 +269,7 @@ func (m *Marketplace) reconcile(ctx context.Context, o MarketplaceOptions, sum *
 		byKey[o.ExternalID] = o
 	}
 
-	plans, err := m.API.Plans(ctx)
+	plans, err := m.API.Tiers(ctx)
 	if err != nil {
 		return fmt.Errorf("reconcile github marketplace: %w", err)
 	}
@@ -369,7 +369,7 @@ func (s *MarketplaceSummary) add(f Finding, on func(Finding)) {
 // compare says how a listed account differs from its order, and which
 // correction fits, if any is safe. ok is false when they agree.
 func compare(a *listed, ord orders.Listing, has bool) (f Finding, ok bool) {
-	f = Finding{AccountID: a.ID, Login: a.Login, Listed: planText(a.Plan)}
+	f = Finding{AccountID: a.ID, Login: a.Login, Listed: tierText(a.Plan)}
 	if has {
 		f.Order = orderText(ord)
 	}
@@ -457,7 +457,7 @@ func agrees(a MarketplaceAccount, o orders.Listing) bool {
 
 func accountKey(id int64) string { return "account:" + strconv.FormatInt(id, 10) }
 
-func planText(p MarketplacePlan) string { return strconv.FormatInt(p.ID, 10) + ":" + p.Name }
+func tierText(p MarketplaceTier) string { return strconv.FormatInt(p.ID, 10) + ":" + p.Name }
 
 func orderText(o orders.Listing) string { return o.Status + " " + o.Plan }
 

@@ -98,8 +98,8 @@ func newMarketplaceEnv(t *testing.T) *marketplaceEnv {
 		t.Fatal(err)
 	}
 	e.rec = &github.Marketplace{API: api, Processor: e.proc, Store: e.store, Orders: e.pool, Now: func() time.Time { return e.now }, Log: reconciletest.Log(t)}
-	e.gh.AddPlan(githubtest.ListingPlan{ID: 7, Number: 1, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
-	e.gh.AddPlan(githubtest.ListingPlan{ID: 8, Number: 2, Name: "Team", MonthlyPriceInCents: 500, YearlyPriceInCents: 5000, PriceModel: "PER_UNIT", UnitName: "seat"})
+	e.gh.AddPlan(githubtest.ListingTier{ID: 7, Number: 1, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
+	e.gh.AddPlan(githubtest.ListingTier{ID: 8, Number: 2, Name: "Team", MonthlyPriceInCents: 500, YearlyPriceInCents: 5000, PriceModel: "PER_UNIT", UnitName: "seat"})
 	return e
 }
 
@@ -378,7 +378,7 @@ func TestSyntheticPurchase(t *testing.T) {
 		ID: 18404719, Login: "username", Type: "Organization", OrganizationBillingEmail: "username@email.com",
 		BillingCycle: "monthly", UnitCount: 10, NextBillingDate: time.Date(2017, 11, 5, 0, 0, 0, 0, time.UTC),
 		UpdatedAt: time.Date(2017, 10, 25, 0, 0, 0, 0, time.UTC),
-		Plan: github.MarketplacePlan{ID: 435, Name: "Basic Plan", Description: "Basic Plan", MonthlyPriceInCents: 1000,
+		Plan: github.MarketplaceTier{ID: 435, Name: "Basic Plan", Description: "Basic Plan", MonthlyPriceInCents: 1000,
 			YearlyPriceInCents: 10000, PriceModel: "per-unit", HasFreeTrial: true, UnitName: "seat", Bullets: []string{"Is Basic"}},
 	}
 	ev, err := github.SyntheticPurchase(a, "changed", now)

@@ -87,10 +87,10 @@ type purchase struct {
 	} `json:"account"`
 	BillingCycle string      `json:"billing_cycle"`
 	UnitCount    int64       `json:"unit_count"`
-	Plan         listingPlan `json:"plan"`
+	Plan         listingTier `json:"plan"`
 }
 
-type listingPlan struct {
+type listingTier struct {
 	ID                  int64  `json:"id"`
 	Name                string `json:"name"`
 	MonthlyPriceInCents int64  `json:"monthly_price_in_cents"`

@@ -160,14 +160,14 @@ var Endpoints = endpoints.Provider{
 		if err != nil {
 			return nil, err
 		}
-		return webhookEndpoints{api: api, catchUp: e.Settings.Env(endpointID.Name)}, nil
+		return webhookEndpoints{api: api, reconciled: e.Settings.Env(endpointID.Name)}, nil
 	},
 }
 
 // webhookEndpoints is Polar's endpoints.Client (an Updater and a Creator).
 type webhookEndpoints struct {
 	api     *API
-	catchUp string // POLAR_WEBHOOK_ENDPOINT_ID
+	reconciled string // POLAR_WEBHOOK_ENDPOINT_ID
 }
 
 // Endpoints implements endpoints.Client.
@@ -192,10 +192,10 @@ func (w webhookEndpoints) endpoint(we WebhookEndpoint) endpoints.Endpoint {
 			"sends in the %s format, a chat message the receiver cannot read, not the event: set its format to raw "+
 				"at Polar > Settings > Webhooks", webhooks.Quote(we.Format, 64))})
 	}
-	if w.catchUp != "" && w.catchUp != we.ID {
+	if w.reconciled != "" && w.reconciled != we.ID {
 		ep.Problems = append(ep.Problems, endpoints.Problem{Kind: "catch_up", Text: fmt.Sprintf(
 			"is not the endpoint %s names (%s): server reconcile polar reads another endpoint's deliveries; set it to this one's id",
-			endpointID.Name, webhooks.Quote(w.catchUp, 64))})
+			endpointID.Name, webhooks.Quote(w.reconciled, 64))})
 	}
 	return ep
 }

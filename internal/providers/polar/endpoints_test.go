@@ -58,11 +58,11 @@ func TestEndpoints(t *testing.T) {
 	})
 }
 
-// TestChatFormatAndCatchUp: an endpoint in a chat format is a problem, and
+// TestChatFormatAndReconciledEndpoint: an endpoint in a chat format is a problem, and
 // so is this receiver's endpoint when POLAR_WEBHOOK_ENDPOINT_ID names
 // another (the catch-up would read another endpoint's deliveries); the
 // listing never keeps an endpoint's secret.
-func TestChatFormatAndCatchUp(t *testing.T) {
+func TestChatFormatAndReconciledEndpoint(t *testing.T) {
 	api := polartest.New(t, polarToken)
 	we := api.AddEndpoint(polartest.WebhookEndpoint{URL: endpointstest.PublicURL + polar.Spec.Route(), Format: "slack", Enabled: true,
 		Events: polar.Spec.Types})

@@ -253,21 +253,21 @@ VALUES ('evt_old_paddle_adj', 'txn_old', 'adj_old', 1000, 'usd'),
 	}
 }
 
-// TestPeriodicCatchUpTypes: the periodic catch-up filters on at most the 20
+// TestPeriodicTypes: the periodic catch-up filters on at most the 20
 // types Stripe's Events API takes, and lists what brings a charge's refund
 // and its failure back: charge.refunded and charge.refund.updated.
-func TestPeriodicCatchUpTypes(t *testing.T) {
-	if n := len(stripe.CatchUpTypes); n > stripe.MaxListTypes {
-		t.Errorf("the periodic catch-up lists %d types, Stripe takes %d", n, stripe.MaxListTypes)
+func TestPeriodicTypes(t *testing.T) {
+	if n := len(stripe.PeriodicTypes); n > stripe.MaxListTypes {
+		t.Errorf("the periodic reconciliation lists %d types, Stripe takes %d", n, stripe.MaxListTypes)
 	}
 	for _, typ := range []string{"charge.refunded", "charge.refund.updated", "charge.dispute.closed", "invoice.created"} {
-		if !slices.Contains(stripe.CatchUpTypes, typ) {
+		if !slices.Contains(stripe.PeriodicTypes, typ) {
 			t.Errorf("the periodic catch-up does not list %s", typ)
 		}
 	}
-	for _, typ := range stripe.CatchUpTypes {
+	for _, typ := range stripe.PeriodicTypes {
 		if !slices.Contains(stripe.Spec.Types, typ) {
-			t.Errorf("the periodic catch-up lists %s, which the provider does not act on", typ)
+			t.Errorf("the periodic reconciliation lists %s, which the provider does not act on", typ)
 		}
 	}
 }

@@ -36,5 +36,5 @@ func ObjectFieldsByMember() map[string]bool {
 	return out
 }
 
-// CatchUpTypes are the types the periodic catch-up lists.
-var CatchUpTypes = catchUpTypes
+// PeriodicTypes are the types the periodic reconciliation lists.
+var PeriodicTypes = periodicTypes

@@ -397,7 +397,7 @@ func TestModeAccountMatrix(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		catchUp(t, reconciled, api)
+		reconcileAll(t, reconciled, api)
 		got, gotRec := outcomes(t, delivered), outcomes(t, reconciled)
 		for _, e := range modeEvents {
 			d, c := got[e.key()], gotRec[e.key()]
@@ -414,9 +414,9 @@ func TestModeAccountMatrix(t *testing.T) {
 	t.Log(table("SETTING\tEVENT (mode/account)\tDELIVERED\tRECONCILED", rows))
 }
 
-// catchUp reconciles every event of api into r, with the provider built as
+// reconcileAll reconciles every event of api into r, with the provider built as
 // the server builds it from r's configuration.
-func catchUp(t *testing.T, r *rt.Receiver, api *stripetest.Server) {
+func reconcileAll(t *testing.T, r *rt.Receiver, api *stripetest.Server) {
 	t.Helper()
 	prov, err := stripe.Spec.New(r.Config.Settings(stripe.Source))
 	if err != nil {

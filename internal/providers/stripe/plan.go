@@ -43,7 +43,7 @@ var handledTypes = []string{
 	"entitlements.active_entitlement_summary.updated",
 }
 
-// catchUpTypes are the types the periodic catch-up lists: Stripe's Events
+// periodicTypes are the types the periodic reconciliation lists: Stripe's Events
 // API filters on at most MaxListTypes, so it leaves out events whose state
 // others it lists carry too: the two dispute events that only move money
 // (funds_withdrawn, funds_reinstated: the dispute's other events carry its
@@ -54,7 +54,7 @@ var handledTypes = []string{
 // cancellation that only a refund.* event tells (a refund of another
 // payment method, from API version 2024-10-28.acacia) is brought back by
 // `reconcile stripe` without --types, which lists every type.
-var catchUpTypes = func() []string {
+var periodicTypes = func() []string {
 	var out []string
 	for _, t := range handledTypes {
 		switch t {

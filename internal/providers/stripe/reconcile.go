@@ -125,7 +125,7 @@ const NoteAllAccounts = "STRIPE_CONNECT_ACCOUNTS is *: the events API cannot enu
 // cursors and runs.
 func Events(api reconcile.Lister, prov webhooks.Provider, proc reconcile.Processor, store *reconcile.Store) *reconcile.Events {
 	return &reconcile.Events{Source: Source, Lister: api, Decode: DecodeListed, Provider: prov, Processor: proc,
-		Claims: store, Store: store, MaxTypes: MaxListTypes, PeriodicTypes: catchUpTypes}
+		Claims: store, Store: store, MaxTypes: MaxListTypes, PeriodicTypes: periodicTypes}
 }
 
 // DecodeListed is Decode of a listed event's raw JSON.

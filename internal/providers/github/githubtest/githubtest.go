@@ -39,8 +39,8 @@ import (
 	"time"
 )
 
-// ListingPlan is a plan of the Marketplace listing.
-type ListingPlan struct {
+// ListingTier is a plan of the Marketplace listing.
+type ListingTier struct {
 	ID                  int64
 	Number              int
 	Name                string
@@ -116,7 +116,7 @@ type Server struct {
 	now func() time.Time
 
 	mu        sync.Mutex
-	plans     []ListingPlan
+	plans     []ListingTier
 	accounts  map[int64]*Account
 	created   int
 	failures  []int
@@ -160,10 +160,10 @@ func (s *Server) SetClock(now func() time.Time) {
 }
 
 // AddPlan adds a plan to the listing, or replaces the plan with its id.
-func (s *Server) AddPlan(p ListingPlan) {
+func (s *Server) AddPlan(p ListingTier) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i := slices.IndexFunc(s.plans, func(q ListingPlan) bool { return q.ID == p.ID }); i >= 0 {
+	if i := slices.IndexFunc(s.plans, func(q ListingTier) bool { return q.ID == p.ID }); i >= 0 {
 		s.plans[i] = p
 		return
 	}
@@ -174,7 +174,7 @@ func (s *Server) AddPlan(p ListingPlan) {
 func (s *Server) Subscribe(planID int64, a Account) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.ContainsFunc(s.plans, func(p ListingPlan) bool { return p.ID == planID }) {
+	if !slices.ContainsFunc(s.plans, func(p ListingTier) bool { return p.ID == planID }) {
 		panic(fmt.Sprintf("githubtest: no plan %d", planID))
 	}
 	a.planID = planID
@@ -471,7 +471,7 @@ func (s *Server) listAccounts(w http.ResponseWriter, r *http.Request, planID int
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.ContainsFunc(s.plans, func(p ListingPlan) bool { return p.ID == planID }) {
+	if !slices.ContainsFunc(s.plans, func(p ListingTier) bool { return p.ID == planID }) {
 		return writeMessage(w, http.StatusNotFound, "Not Found")
 	}
 	var accounts []*Account
@@ -534,15 +534,15 @@ func (s *Server) writeMisbehaving(w http.ResponseWriter, r *http.Request, planID
 	return writeJSON(w, http.StatusOK, body)
 }
 
-func (s *Server) planByID(id int64) (ListingPlan, bool) {
-	i := slices.IndexFunc(s.plans, func(p ListingPlan) bool { return p.ID == id })
+func (s *Server) planByID(id int64) (ListingTier, bool) {
+	i := slices.IndexFunc(s.plans, func(p ListingTier) bool { return p.ID == id })
 	if i < 0 {
-		return ListingPlan{}, false
+		return ListingTier{}, false
 	}
 	return s.plans[i], true
 }
 
-func (s *Server) planJSON(p ListingPlan) map[string]any {
+func (s *Server) planJSON(p ListingTier) map[string]any {
 	base := strings.TrimSuffix(s.URL, "/")
 	state := p.State
 	if state == "" {

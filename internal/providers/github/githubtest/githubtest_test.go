@@ -41,7 +41,7 @@ func claims(iat, exp int64, iss any) map[string]any {
 
 func TestJWT(t *testing.T) {
 	s := githubtest.New(t, appID)
-	s.AddPlan(githubtest.ListingPlan{ID: 1, Name: "Pro", PriceModel: "FLAT_RATE"})
+	s.AddPlan(githubtest.ListingTier{ID: 1, Name: "Pro", PriceModel: "FLAT_RATE"})
 	now := time.Now().Unix()
 	other := githubtest.New(t, appID) // same app id, another key
 
@@ -93,8 +93,8 @@ func token(s *githubtest.Server) string {
 
 func TestPlansAndAccounts(t *testing.T) {
 	s := githubtest.New(t, appID)
-	s.AddPlan(githubtest.ListingPlan{ID: 7, Number: 1, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
-	s.AddPlan(githubtest.ListingPlan{ID: 8, Number: 2, Name: "Team", MonthlyPriceInCents: 500, PriceModel: "PER_UNIT", UnitName: "seat"})
+	s.AddPlan(githubtest.ListingTier{ID: 7, Number: 1, Name: "Pro", MonthlyPriceInCents: 1500, YearlyPriceInCents: 15000, PriceModel: "FLAT_RATE"})
+	s.AddPlan(githubtest.ListingTier{ID: 8, Number: 2, Name: "Team", MonthlyPriceInCents: 500, PriceModel: "PER_UNIT", UnitName: "seat"})
 	updated := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	for i := range 5 {
 		s.Subscribe(8, githubtest.Account{ID: int64(100 + i), Login: fmt.Sprintf("org%d", i), UnitCount: 3,

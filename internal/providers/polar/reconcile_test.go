@@ -21,7 +21,7 @@ import (
 )
 
 const (
-	polarToken    = "polar_oat_catchup_test_token_0123456789"
+	polarToken    = "polar_oat_reconcile_test_token_012345"
 	endpoint      = "4a1b2c3d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
 	otherEndpoint = "9f8e7d6c-5b4a-4392-8170-6f5e4d3c2b1a"
 )
@@ -31,14 +31,14 @@ func orderPaidBody(t *testing.T, id, email string) []byte {
 	return rt.Fixture(t, paid, orderA, id, "buyer@example.com", email)
 }
 
-// TestCatchUpWithTheRealProcessor: what a catch-up run writes and sends is
+// TestReconcileWithTheRealProcessor: what a reconciliation writes and sends is
 // what deliveries of the same events write and send, once. An event
 // delivered is known by its webhook-id; one whose every delivery failed is
 // processed through the Polar provider, with the body Polar sent; an event
 // with several deliveries is one event; another endpoint's deliveries and
 // deliveries outside the window are not listed; an archived event is
 // skipped, visibly. The next run resumes where this one ended.
-func TestCatchUpWithTheRealProcessor(t *testing.T) {
+func TestReconcileWithTheRealProcessor(t *testing.T) {
 	r := rt.New(t, providers.List(), suite.Options...)
 	api := polartest.New(t, polarToken)
 	now := time.Now().Truncate(time.Second)
@@ -161,9 +161,9 @@ func TestCatchUpWithTheRealProcessor(t *testing.T) {
 	})
 }
 
-// TestCatchUpAPIErrors: a refused token stops the run at once, with
+// TestReconcileAPIErrors: a refused token stops the run at once, with
 // Polar's answer, and moves no cursor; a 5xx is tried again.
-func TestCatchUpAPIErrors(t *testing.T) {
+func TestReconcileAPIErrors(t *testing.T) {
 	api := polartest.New(t, polarToken)
 	api.Add(endpoint, "order.paid", rt.Fixture(t, paid), true, time.Now().Add(-time.Minute))
 	q := reconcile.Window{Until: time.Now()}
