@@ -259,11 +259,15 @@ func readmePath() string {
 // any block) marked `<!-- from <path> -->` is found, line for line, in that
 // file (indented as it is there); a Go block without a marker is an error;
 // every path the page names in backquotes exists; and every file of the
-// fork's folder is named in its list of files.
+// template a fork starts from is named in its list of files, where every
+// file named is the template's, the worked example's (Polar's) or the
+// repository's. (TestForkFromTemplate holds the rest of that list to a
+// fork.)
 const (
-	guidePath   = "docs/adding-an-integration.md"
-	guideFork   = "internal/providers/polar"
-	guideListed = "## Every file the Polar fork touched"
+	guidePath     = "docs/adding-an-integration.md"
+	guideTemplate = "internal/providers/_template"
+	guideExample  = "internal/providers/polar"
+	guideListed   = forkFiles
 )
 
 var (
@@ -320,22 +324,29 @@ func guideErrors(doc, root string) []string {
 	}
 	listed, _, _ = strings.Cut(listed, "\n## ")
 	for _, m := range fileToken.FindAllStringSubmatch(listed, -1) {
-		_, inFork := os.Stat(filepath.Join(root, guideFork, m[1]))
-		_, inRepo := os.Stat(filepath.Join(root, m[1]))
-		if inFork != nil && inRepo != nil {
-			errs = append(errs, fmt.Sprintf("the list of files names %s, in neither %s nor the repository", m[1], guideFork))
+		found := false
+		for _, dir := range []string{guideTemplate, guideExample, ""} {
+			if _, err := os.Stat(filepath.Join(root, dir, m[1])); err == nil {
+				found = true
+			}
+		}
+		if !found {
+			errs = append(errs, fmt.Sprintf("the list of files names %s, in neither %s, %s nor the repository", m[1], guideTemplate, guideExample))
 		}
 	}
-	_ = filepath.WalkDir(filepath.Join(root, guideFork), func(path string, d os.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(root, guideTemplate), func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
 		}
-		rel, _ := filepath.Rel(filepath.Join(root, guideFork), path)
+		rel, _ := filepath.Rel(filepath.Join(root, guideTemplate), path)
 		if !strings.Contains(listed, "`"+filepath.ToSlash(rel)+"`") {
-			errs = append(errs, fmt.Sprintf("the list of files does not name %s/%s", guideFork, rel))
+			errs = append(errs, fmt.Sprintf("the list of files does not name %s/%s", guideTemplate, rel))
 		}
 		return nil
 	})
+	if err != nil {
+		errs = append(errs, fmt.Sprintf("the template: %v", err))
+	}
 	return errs
 }
 
@@ -378,12 +389,14 @@ func TestGuide(t *testing.T) {
 
 // TestGuideErrors: the guide's check finds a block that changed, a Go
 // block without its source, a path that does not exist and a file of the
-// fork's folder left out of its list.
+// template left out of its list.
 func TestGuideErrors(t *testing.T) {
 	root := t.TempDir()
 	for path, text := range map[string]string{
-		"internal/providers/polar/polar.go":      "package polar\n\nfunc A() {\n\treturn\n}\n\nfunc B() {\n\tif x {\n\t\ty()\n\t}\n}\n",
-		"internal/providers/polar/extra_test.go": "package polar\n",
+		"internal/providers/polar/polar.go":                "package polar\n\nfunc A() {\n\treturn\n}\n\nfunc B() {\n\tif x {\n\t\ty()\n\t}\n}\n",
+		"internal/providers/polar/api.go":                  "package polar\n",
+		"internal/providers/_template/sendername.go":       "package sendername\n",
+		"internal/providers/_template/testdata/order.json": "{}\n",
 	} {
 		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(path)), 0o755); err != nil {
 			t.Fatal(err)
@@ -396,13 +409,13 @@ func TestGuideErrors(t *testing.T) {
 		"<!-- from internal/providers/polar/polar.go -->\n```go\nif x {\n\ty()\n}\n```\n\n" +
 		"<!-- from internal/providers/polar/polar.go -->\n```go\nfunc B() {\n\ty()\n}\n```\n\n" +
 		"```go\nfunc C() {}\n```\n\nSee `internal/providers/polar/gone.go`.\n\n" +
-		guideListed + "\n\n`polar.go`, `missing.go`.\n"
+		guideListed + "\n\n`sendername.go`, `api.go`, `missing.go`.\n"
 	want := []string{
 		"line 18: the block is not in internal/providers/polar/polar.go as written:\nfunc B() {\n\ty()\n}",
 		"line 24: a Go block without <!-- from <path> --> above it",
 		"the guide names internal/providers/polar/gone.go, which does not exist",
-		"the list of files names missing.go, in neither internal/providers/polar nor the repository",
-		"the list of files does not name internal/providers/polar/extra_test.go",
+		"the list of files names missing.go, in neither internal/providers/_template, internal/providers/polar nor the repository",
+		"the list of files does not name internal/providers/_template/testdata/order.json",
 	}
 	if diff := cmp.Diff(want, guideErrors(doc, root)); diff != "" {
 		t.Errorf("errors (-want +got):\n%s", diff)

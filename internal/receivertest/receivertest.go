@@ -44,15 +44,23 @@ const FulfillmentSecret = "whsec_cmVjZWl2ZXJ0ZXN0IGZ1bGZpbGxtZW50IGtleSAzMmI="
 // Secret is the secret the test receiver verifies spec's deliveries with
 // (the first of its list): a development value of the spec's
 // (webhooks.Var.DevValue), which start-up takes without a word.
-func Secret(spec webhooks.Spec) string {
-	if spec.Secret.DevPrefix != "" {
-		return spec.Secret.DevValue("receivertest_" + spec.Source + "_0123456789abcdef")
-	}
-	return spec.Secret.DevValue("receivertest-" + spec.Source + "-secret-0123456789abcdef")
-}
+func Secret(spec webhooks.Spec) string { return devSecret(spec, "") }
 
-// OldSecret is the second secret of spec's list: a secret being rotated out.
-func OldSecret(spec webhooks.Spec) string { return Secret(spec) + "_previous" }
+// OldSecret is the second secret of spec's list: a secret being rotated
+// out, another development value of the spec's.
+func OldSecret(spec webhooks.Spec) string { return devSecret(spec, "previous") }
+
+// devSecret is a development value of spec's secret made of its source
+// and of what.
+func devSecret(spec webhooks.Spec, what string) string {
+	if what != "" {
+		what += "_"
+	}
+	if spec.Secret.DevPrefix != "" {
+		return spec.Secret.DevValue("receivertest_" + spec.Source + "_" + what + "0123456789abcdef")
+	}
+	return spec.Secret.DevValue("receivertest-" + spec.Source + "-" + what + "secret-0123456789abcdef")
+}
 
 // Receiver is a running receiver and the real components around it.
 type Receiver struct {

@@ -173,6 +173,21 @@ func (e *RejectError) Unwrap() error { return e.Err }
 // Reject builds a *RejectError.
 func Reject(reason string, err error) error { return &RejectError{Reason: reason, Err: err} }
 
+// KeySafe reports whether a sender's id can be a claim key as sent: up to
+// 100 letters, digits, '_', '-' or '.', so no '/' (which separates an
+// event's key from its steps') and nothing an operator's LIKE trips on.
+func KeySafe(s string) bool {
+	if s == "" || len(s) > 100 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
 // Quote is fmt's %q of an unsigned value, cut to max bytes first, for
 // errors and log lines: a header or field no sender signed goes nowhere
 // without a bound.

@@ -160,16 +160,26 @@ type Var struct {
 	// 48 random hex digits (DevValue: repeated up to MinLen and WarnLen),
 	// kept in var/dev-secrets.env.
 	DevPrefix string
+	// Dev, when set, writes the development and test values of a secret
+	// whose text has a form of its own, from DevValue's random characters
+	// (a Standard Webhooks secret: "whsec_" and the base64 of a key,
+	// standardwebhooks.FormatSecret of the characters), so that Check
+	// takes them. Nil: DevPrefix and the characters.
+	Dev func(random string) string
 	// DevHint is printed under the development secret `make run` sets.
 	DevHint string
 }
 
 // DevValue is a value of v for development and tests (the secrets `make
-// run` generates, the test receiver's): DevPrefix and random, random
-// repeated until the value is as long as MinLen and WarnLen ask, so that
-// start-up takes it without a word. Check must accept such a value (the
-// conformance suite checks that start-up does).
+// run` generates, the test receiver's): Dev(random) when v has Dev, else
+// DevPrefix and random, random repeated until the value is as long as
+// MinLen and WarnLen ask, so that start-up takes it without a word. Check
+// must accept such a value (the conformance suite checks that start-up
+// does).
 func (v Var) DevValue(random string) string {
+	if v.Dev != nil {
+		return v.Dev(random)
+	}
 	s := v.DevPrefix + random
 	for n := max(v.MinLen, v.WarnLen); random != "" && utf8.RuneCountInString(s) < n; {
 		s += random

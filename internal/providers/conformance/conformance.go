@@ -601,6 +601,15 @@ func (s *Suite) receiver(t testing.TB, opts ...rt.Option) *rt.Receiver {
 		t.Fatalf("conformance: Suite.Providers does not list %s: give the suite the registry's list (providers.List()), "+
 			"which has its line", s.Spec.Source)
 	}
+	if check := s.Spec.Secret.Check; check != nil {
+		for _, secret := range []string{rt.Secret(s.Spec), rt.OldSecret(s.Spec)} {
+			if err := check(secret); err != nil {
+				t.Fatalf("conformance: %s's Check refuses the test secret %q (%v), and so would every test receiver's start-up: "+
+					"a secret whose text has a form says how its development and test values are written, with Secret.Dev "+
+					"(docs/adding-an-integration.md, \"Traps\")", s.Spec.Secret.Name, secret, err)
+			}
+		}
+	}
 	return rt.New(t, s.Providers, append(slices.Clip(s.Options), opts...)...)
 }
 

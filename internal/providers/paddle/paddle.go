@@ -281,26 +281,11 @@ func Decode(body []byte) (webhooks.Event, error) {
 	switch {
 	case n.EventID == "" || n.EventType == "":
 		return webhooks.Event{}, webhooks.Reject("not_an_event", errors.New("no event_id or event_type"))
-	case !keySafe(n.EventID):
+	case !webhooks.KeySafe(n.EventID):
 		return webhooks.Event{}, webhooks.Reject("invalid_event_id",
 			fmt.Errorf("event_id %s is not up to 100 letters, digits, '_', '.' or '-'", webhooks.Quote(n.EventID, 100)))
 	case n.Data == nil:
 		return webhooks.Event{}, webhooks.Reject("missing_data", errors.New("the notification's data is not an object"))
 	}
 	return webhooks.Event{Source: Source, Key: n.EventID, ID: n.EventID, Type: n.EventType, Body: body, Payload: n}, nil
-}
-
-// keySafe reports whether an event id can be a claim key as sent: no '/',
-// which separates an event's key from its steps', nothing an operator's
-// LIKE trips on, and a bound.
-func keySafe(s string) bool {
-	if len(s) > 100 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }

@@ -238,7 +238,7 @@ type customer struct {
 // whose webhook-id is id. It returns a *webhooks.RejectError for a body
 // that is not an event, or an id that cannot be a claim key.
 func Decode(id string, body []byte) (webhooks.Event, error) {
-	if !keySafe(id) {
+	if !webhooks.KeySafe(id) {
 		return webhooks.Event{}, webhooks.Reject("invalid_webhook_id",
 			fmt.Errorf("webhook-id %s is not up to 100 letters, digits, '_', '.' or '-'", webhooks.Quote(id, 100)))
 	}
@@ -264,19 +264,4 @@ func Decode(id string, body []byte) (webhooks.Event, error) {
 		return webhooks.Event{}, webhooks.Reject("missing_data", errors.New("the event's data is not an object"))
 	}
 	return webhooks.Event{Source: Source, Key: id, ID: id, Type: e.Type, Body: body, Payload: e}, nil
-}
-
-// keySafe reports whether a webhook-id can be a claim key as sent: no '/',
-// which separates an event's key from its steps', nothing an operator's
-// LIKE trips on, and a bound. Polar's are UUIDs.
-func keySafe(s string) bool {
-	if s == "" || len(s) > 100 {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
 }

@@ -33,7 +33,7 @@ type portalOpener struct{ api *API }
 // Open implements portal.Opener: a customer session of customer (Polar's
 // customer id) that returns to returnURL when set, and its portal URL.
 func (o portalOpener) Open(ctx context.Context, customer, _, returnURL string) (string, error) {
-	if !keySafe(customer) {
+	if !webhooks.KeySafe(customer) {
 		return "", fmt.Errorf("polar customer portal: customer %s", webhooks.Quote(customer, 40))
 	}
 	req := map[string]any{"customer_id": customer}
