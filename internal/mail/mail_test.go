@@ -247,6 +247,28 @@ func TestRenderMissingKeys(t *testing.T) {
 	}
 }
 
+// TestRenderNoEmptyLabel: a payment that belongs to no order yet (Paddle's
+// transaction.payment_failed of a subscription renewal, say) is rendered
+// without an "Order:" line whose value is empty, in text and in HTML.
+func TestRenderNoEmptyLabel(t *testing.T) {
+	data := map[string]any{"AmountCents": int64(3000), "Currency": "usd", "ExternalID": "txn_1"}
+	subject, text, html, err := mailpkg.Render("payment_failed", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(text, "\n") {
+		if l := strings.TrimSpace(line); strings.HasSuffix(l, ":") {
+			t.Errorf("text has a label with no value: %q\n%s", line, text)
+		}
+	}
+	if strings.Contains(html, "<td></td>") {
+		t.Errorf("html has an empty cell:\n%s", html)
+	}
+	if strings.Contains(subject, "#") {
+		t.Errorf("subject names an order: %q", subject)
+	}
+}
+
 func TestRenderEscapesHTML(t *testing.T) {
 	_, text, html, err := mailpkg.Render("marketplace_cancelled", map[string]any{"Account": "<b>x</b>", "Plan": "Pro"})
 	if err != nil {

@@ -250,12 +250,20 @@ func (b *bench) loadgen(ctx context.Context, s *server, a loadArgs, d time.Durat
 			other = append(other, line)
 		}
 	}
-	if err := cmd.Wait(); err != nil {
-		return sample{}, fmt.Errorf("loadgen %s: %w\n%s", strings.Join(args, " "), err, strings.Join(other, "\n"))
-	}
+	// loadgen exits 1 when a measured delivery failed, after its report:
+	// the sample counts only what was answered 2xx, and its failures are
+	// in the report (r.Status, r.Errors), so that exit is a sample too.
+	// Any other failure, or no report, stops the phase.
 	var r loadReport
-	if err := json.Unmarshal([]byte(stdout.String()), &r); err != nil {
-		return sample{}, fmt.Errorf("loadgen report: %w", err)
+	werr := cmd.Wait()
+	var exit *exec.ExitError
+	if werr != nil && (!errors.As(werr, &exit) || exit.ExitCode() != 1 || json.Unmarshal([]byte(stdout.String()), &r) != nil) {
+		return sample{}, fmt.Errorf("loadgen %s: %w\n%s", strings.Join(args, " "), werr, strings.Join(other, "\n"))
+	}
+	if werr == nil {
+		if err := json.Unmarshal([]byte(stdout.String()), &r); err != nil {
+			return sample{}, fmt.Errorf("loadgen report: %w", err)
+		}
 	}
 	smp := sample{n: r.Deliveries, ok: r.OK, secs: r.Seconds, lat: r.LatencyMS, bodyBytes: r.BodyBytes,
 		status: r.Status, errors: r.Errors, dropped: r.Dropped, wal: walSpan(w0, w1, w0ok, w1ok), locks: locks}
