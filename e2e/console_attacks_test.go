@@ -207,6 +207,42 @@ func TestConsoleSignInThrottled(t *testing.T) {
 	}
 }
 
+// TestConsoleNotLockedOutByOthers: 125 wrong tokens from 25 addresses (5
+// each, so every one of them is locked out) leave the operator's right
+// token, from an address that has not failed, accepted: 200 for a bearer
+// request, 303 with a session for a sign-in. (Before, an overall throttle
+// answered both 429: the attackers locked the operator out.)
+func TestConsoleNotLockedOutByOthers(t *testing.T) {
+	w := newWorld(t)
+	p := startReceiver(t, "console", w.env("ADMIN_ADDR", "localhost:0", "ADMIN_TOKEN", consoleToken,
+		"TRUSTED_PROXIES", "127.0.0.1"))
+	admin := consoleAdminURL(t, p)
+	counts := map[int]int{}
+	for a := range 25 {
+		for range 5 {
+			r := consoleCall{path: "/", bearer: "wrong-token", xff: fmt.Sprintf("10.0.0.%d", a+1)}.do(t, admin, nil)
+			counts[r.Status]++
+		}
+	}
+	if counts[http.StatusOK] != 0 || counts[http.StatusUnauthorized] == 0 {
+		t.Fatalf("125 wrong tokens from 25 addresses answered %v", counts)
+	}
+	t.Logf("125 wrong bearer tokens from 25 addresses (10.0.0.1-25, 5 each): answers by status %v", counts)
+	b := consoleCall{path: "/", bearer: consoleToken, xff: "198.51.100.77"}.do(t, admin, nil)
+	if b.Status != http.StatusOK {
+		t.Errorf("the right bearer token from a new address: %d (Retry-After %q), want 200", b.Status, b.Header.Get("Retry-After"))
+	}
+	s := consoleCall{method: http.MethodPost, path: "/login", form: signInForm(consoleToken, "/"), xff: "198.51.100.78"}.do(t, admin, nil)
+	if s.Status != http.StatusSeeOther || s.session() == "" {
+		t.Errorf("a sign-in with the right token from a new address: %d (Retry-After %q, session %v), want 303 with a session",
+			s.Status, s.Header.Get("Retry-After"), s.session() != "")
+	}
+	// The attackers themselves stay locked out.
+	if a := (consoleCall{path: "/", bearer: consoleToken, xff: "10.0.0.1"}).do(t, admin, nil); a.Status != http.StatusTooManyRequests {
+		t.Errorf("a locked-out address's right token: %d, want 429", a.Status)
+	}
+}
+
 // TestConsoleLogoutRevokes: two replicas on one database; a session
 // signed in on one and signed out on the other opens no page on either,
 // its cookie replayed as it was.
