@@ -22,11 +22,11 @@ type Row struct {
 	ProviderEventID string    `json:"provider_event_id"`
 	ExternalID      string    `json:"external_id"`
 	PaymentIntentID string    `json:"payment_intent_id,omitempty"`
-	Status          string    `json:"status"`
+	Status          Status    `json:"status"`
 	AmountCents     int64     `json:"amount_cents"`
 	Currency        string    `json:"currency"`
 	CustomerEmail   string    `json:"customer_email,omitempty"`
-	Plan            string    `json:"plan,omitempty"`
+	Tier            string    `json:"plan,omitempty"`
 	AmountRefunded  int64     `json:"amount_refunded_cents"`
 	AccountID       string    `json:"account_id,omitempty"` // the Stripe connected account
 	CreatedAt       time.Time `json:"created_at"`
@@ -56,7 +56,7 @@ func (Owner) Related(e ops.Concern) ops.Lookup {
 		Row: func(row pgx.CollectableRow) (ops.Row, error) {
 			var o Row
 			err := row.Scan(&o.ID, &o.Source, &o.ProviderEventID, &o.ExternalID, &o.PaymentIntentID, &o.Status,
-				&o.AmountCents, &o.Currency, &o.CustomerEmail, &o.Plan, &o.AmountRefunded, &o.AccountID, &o.CreatedAt,
+				&o.AmountCents, &o.Currency, &o.CustomerEmail, &o.Tier, &o.AmountRefunded, &o.AccountID, &o.CreatedAt,
 				&o.UpdatedAt, &o.Wrote)
 			return o, err
 		}}
@@ -95,11 +95,11 @@ func (Owner) Search(t *ops.Term) ops.Search {
 
 // Line is the order in the operators' tables.
 func (o Row) Line() ops.Line {
-	l := ops.Line{Kind: "order #" + strconv.FormatInt(o.ID, 10), Source: o.Source, ID: o.ExternalID, Status: o.Status,
+	l := ops.Line{Kind: "order #" + strconv.FormatInt(o.ID, 10), Source: o.Source, ID: o.ExternalID, Status: string(o.Status),
 		Amount: ops.Money(o.AmountCents, o.Currency), Customer: o.CustomerEmail, Updated: o.UpdatedAt, Wrote: o.Wrote}
 	l.Notes = ops.Notes(
 		ops.Note{Label: "payment", Text: o.PaymentIntentID},
-		ops.Note{Label: "plan", Text: o.Plan},
+		ops.Note{Label: "plan", Text: o.Tier},
 		ops.Note{Label: "account", Text: o.AccountID})
 	if o.AmountRefunded > 0 {
 		l.Refunded = ops.Money(o.AmountRefunded, o.Currency)
