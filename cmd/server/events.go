@@ -183,7 +183,7 @@ func eventsShow(ctx context.Context, getenv func(string) string, specs []webhook
 		return err
 	}
 	d.AddRefs(wiring.StepKinds(env.cfg, providers.List()))
-	records, err := ops.Related(ctx, env.pool, d, specs)
+	records, err := ops.Related(ctx, env.pool, d, specs, wiring.Owners(providers.List()))
 	if err != nil {
 		return err
 	}
@@ -303,51 +303,47 @@ func printAttempts(w io.Writer, claims []ops.Claim) {
 	_ = tw.Flush()
 }
 
-// printRecords prints the business rows an event concerns, one a line.
+// printRecords prints the business rows an event concerns, one a line, as
+// their owners tell them (ops.Line).
 func printRecords(w io.Writer, r ops.Records) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	wrote := func(b bool) string {
-		if b {
-			return "written by this event"
-		}
-		return "named in its body"
-	}
-	orNone := func(s string) string {
-		if s == "" {
-			return "-"
-		}
-		return s
-	}
 	fmt.Fprintln(tw, "  ROW\tID\tSTATUS\tAMOUNT\tDETAIL\t")
-	for _, o := range r.Orders {
-		fmt.Fprintf(tw, "  order #%d (%s)\t%s\t%s\t%s\trefunded %s; payment %s; account %s; customer %s\t%s\n", o.ID, o.Source,
-			o.ExternalID, o.Status, money(o.AmountCents, o.Currency), money(o.AmountRefunded, o.Currency), orNone(o.PaymentIntentID),
-			orNone(o.AccountID), orNone(o.CustomerEmail), wrote(o.Wrote))
-	}
-	for _, i := range r.Invoices {
-		fmt.Fprintf(tw, "  invoice\t%s\t%s\t%s of %s\taccount %s; customer %s\t%s\n", i.StripeInvoiceID, i.Status,
-			money(i.AmountPaid, i.Currency), money(i.AmountDue, i.Currency), orNone(i.AccountID), orNone(i.CustomerEmail), wrote(i.Wrote))
-	}
-	for _, f := range r.Refunds {
-		fmt.Fprintf(tw, "  refund\t%s\trecorded\t%s\tpayment %s\twritten by this event\n", f.ChargeID,
-			money(f.AmountRefunded, f.Currency), f.PaymentIntentID)
-	}
-	for _, s := range r.Subscriptions {
-		fmt.Fprintf(tw, "  subscription (%s)\t%s\t%s\tperiod ends %s\tcancel at period end %t; customer %s; account %s; as of %s\t%s\n",
-			s.Source, s.ExternalID, s.Status, ts(s.CurrentPeriodEnd, "-"), s.CancelAtPeriodEnd, orNone(s.CustomerID),
-			orNone(s.AccountID), s.LastEventID, wrote(s.Wrote))
-	}
-	for _, x := range r.Disputes {
-		fmt.Fprintf(tw, "  dispute (%s)\t%s\t%s\t%s\treason %s; evidence due %s; payment %s; account %s; as of %s\t%s\n",
-			x.Source, x.ExternalID, x.Status, money(x.AmountCents, x.Currency), orNone(x.Reason), ts(x.EvidenceDueBy, "-"),
-			orNone(x.PaymentIntentID), orNone(x.AccountID), x.LastEventID, wrote(x.Wrote))
+	for _, l := range r.Lines() {
+		row, amount, detail, wrote := l.Kind, l.Amount, []string{}, "named in its body"
+		if l.Source != "" {
+			row += " (" + l.Source + ")"
+		}
+		if amount == "" {
+			amount = "-"
+		}
+		if l.Refunded != "" {
+			detail = append(detail, "refunded "+l.Refunded)
+		}
+		for _, n := range l.Notes {
+			text := n.Label
+			if n.Text != "" {
+				text += " " + n.Text
+			}
+			if n.At != nil {
+				text += " " + ts(n.At, "-")
+			}
+			detail = append(detail, text)
+		}
+		if l.Customer != "" {
+			detail = append(detail, "customer "+l.Customer)
+		}
+		if l.AsOf != "" {
+			detail = append(detail, "as of "+l.AsOf)
+		}
+		if len(detail) == 0 {
+			detail = append(detail, "-")
+		}
+		if l.Wrote {
+			wrote = "written by this event"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t%s\n", row, l.ID, l.Status, amount, strings.Join(detail, "; "), wrote)
 	}
 	return tw.Flush()
-}
-
-// money formats an amount in a currency's minor unit.
-func money(cents int64, currency string) string {
-	return fmt.Sprintf("%d.%02d %s", cents/100, cents%100, strings.ToUpper(currency))
 }
 
 func ts(t *time.Time, none string) string {

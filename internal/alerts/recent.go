@@ -7,22 +7,16 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// Sent is an alert's step on one channel, for operators.
-type Sent struct {
-	Key     string    `json:"key"`
-	Cause   Cause     `json:"cause"`
-	Subject string    `json:"subject,omitempty"`
-	Hour    string    `json:"hour"`
-	Title   string    `json:"title"`
-	Channel string    `json:"channel"` // the step's name: alert.webhook, alert.email
-	Status  string    `json:"status"`  // the step's claim: done, in_progress (retried), parked, skipped
-	At      time.Time `json:"at"`      // when it was raised
-	// Attempts and LastError say how sending it went.
-	Attempts  int    `json:"attempts"`
-	LastError string `json:"last_error,omitempty"`
+// Log is where operators read the alerts kept (ops.AlertLog).
+type Log struct{}
+
+// Recent returns the newest alerts kept (Recent).
+func (Log) Recent(ctx context.Context, q webhooks.Querier, limit int) ([]ops.Alert, error) {
+	return Recent(ctx, q, limit)
 }
 
 // recentSQL reads the newest alerts, one range of the primary key (alerts
@@ -36,20 +30,20 @@ LIMIT $3`
 
 // Recent returns the newest alerts kept, at most limit steps, newest
 // first: what the console's overview shows.
-func Recent(ctx context.Context, q webhooks.Querier, limit int) ([]Sent, error) {
+func Recent(ctx context.Context, q webhooks.Querier, limit int) ([]ops.Alert, error) {
 	rows, err := q.Query(ctx, recentSQL, KeyPrefix, KeyPrefix[:len(KeyPrefix)-1]+";", limit)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Sent, error) {
-		var s Sent
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (ops.Alert, error) {
+		var s ops.Alert
 		var payload []byte
 		if err := r.Scan(&s.Key, &s.Channel, &s.Status, &s.Attempts, &s.LastError, &payload); err != nil {
 			return s, err
 		}
 		var a Alert
 		if json.Unmarshal(payload, &a) == nil {
-			s.Cause, s.Subject, s.Hour, s.Title = a.Cause, a.Subject, a.Hour, a.Title
+			s.Cause, s.Subject, s.Hour, s.Title = string(a.Cause), a.Subject, a.Hour, a.Title
 			s.At, _ = time.Parse(hourLayout, a.Hour)
 		}
 		return s, nil

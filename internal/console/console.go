@@ -98,7 +98,13 @@ type Config struct {
 	Processor Processor
 	Providers map[string]webhooks.Provider // by source
 	Specs     []webhooks.Spec
-	Lease     time.Duration // LEASE_DURATION
+	// Owners are the owners of the business tables an event's page and a
+	// search read (wiring.Owners).
+	Owners []ops.Owner
+	// Alerts are where the overview reads the alerts sent (alerts.Log);
+	// nil: it lists none.
+	Alerts ops.AlertLog
+	Lease  time.Duration // LEASE_DURATION
 	// Kinds are the step kinds, which say what each step sends that an
 	// operator can look for downstream (webhooks.Referrer).
 	Kinds      webhooks.StepKinds

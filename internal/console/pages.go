@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -31,7 +30,7 @@ type overviewView struct {
 	// ParkedInWindow are the parked events (Health.ParkedEvents) received
 	// in the chart's window: its parked series, from the same query.
 	ParkedInWindow int64
-	Alerts         []alerts.Sent
+	Alerts         []ops.Alert
 	AlertChannels  []string
 }
 
@@ -63,9 +62,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		v.Counts = &rc
 	}
 	v.AlertChannels = c.cfg.AlertChannels
-	if v.Alerts, err = alerts.Recent(ctx, c.cfg.DB, 5); err != nil {
-		c.fail(w, r, http.StatusServiceUnavailable, "The alerts could not be read.", err)
-		return
+	if c.cfg.Alerts != nil {
+		if v.Alerts, err = c.cfg.Alerts.Recent(ctx, c.cfg.DB, 5); err != nil {
+			c.fail(w, r, http.StatusServiceUnavailable, "The alerts could not be read.", err)
+			return
+		}
 	}
 	if wantsJSON(r) {
 		writeJSON(w, http.StatusOK, map[string]any{"health": v.Health, "activity": act, "recent": v.Counts, "alerts": v.Alerts})
@@ -160,7 +161,7 @@ func decodeCursor(s string) (*ops.Cursor, error) {
 func (c *Console) filterOf(q url.Values) (f ops.Filter, form eventsForm, problem string) {
 	form = eventsForm{Q: strings.TrimSpace(q.Get("q")), Source: q.Get("source"), Type: strings.TrimSpace(q.Get("type")),
 		State: q.Get("state"), Age: q.Get("age"), From: q.Get("from"), To: q.Get("to")}
-	f = ops.Filter{Query: form.Q, Type: form.Type, Specs: c.cfg.Specs, Limit: 50}
+	f = ops.Filter{Query: form.Q, Type: form.Type, Specs: c.cfg.Specs, Owners: c.cfg.Owners, Limit: 50}
 	var problems []string
 	if form.Source != "" {
 		if slices.Contains(c.sources(), form.Source) {
@@ -279,7 +280,7 @@ func (c *Console) event(w http.ResponseWriter, r *http.Request) {
 	}
 	v := eventView{Event: d, Body: prettyBody(d.Body)}
 	var err error
-	if v.Records, err = ops.Related(ctx, c.cfg.DB, d, c.cfg.Specs); err != nil {
+	if v.Records, err = ops.Related(ctx, c.cfg.DB, d, c.cfg.Specs, c.cfg.Owners); err != nil {
 		c.fail(w, r, http.StatusServiceUnavailable, "The event's orders and invoices could not be read.", err)
 		return
 	}

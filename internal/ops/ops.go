@@ -3,6 +3,21 @@
 // events with every claim, replay what was parked, run a step now, and
 // prune what is done. Neither holds SQL of its own: the operator queries
 // are here, the claim machinery they drive is internal/webhooks'.
+//
+// # Operators read through owners
+//
+// This package knows the receiver's own tables (processed_events,
+// step_attempts, reconcile_runs) and no business table. What an event's
+// page shows of orders, invoices, refunds, subscriptions and disputes,
+// and what a search finds through them, each domain package says of its
+// own rows as an Owner (records.go), with its SQL beside the SQL that
+// writes them; the owners are a plain list the wiring hands down
+// (wiring.Owners: the receiver's own, then each provider line's Owners),
+// never looked up. So a new table is visible to operators once its owner
+// joins that list, this package unedited. The alerts kept are read
+// through an AlertLog (internal/alerts' Log) the same way. This package
+// imports internal/webhooks and no domain package (TestLayering in
+// internal/registry holds it).
 package ops
 
 import (
@@ -54,8 +69,10 @@ type Filter struct {
 	// Query is any id an operator holds, or a customer's email: the
 	// listing is the events it finds (see search.go).
 	Query string
-	// Specs are the providers whose orders a query looks up.
-	Specs []webhooks.Spec
+	// Specs are the providers, and Owners the owners of the business rows
+	// a query looks up (Owner.Search).
+	Specs  []webhooks.Spec
+	Owners []Owner
 	// After continues a listing after this event (keyset pagination): the
 	// events that follow it, older, in the listing's order.
 	After *Cursor
@@ -151,7 +168,7 @@ func ListPage(ctx context.Context, q webhooks.Querier, f Filter) (Page, error) {
 	var with []string
 	where := []string{"e.kind = 'event'"}
 	if query := strings.TrimSpace(f.Query); query != "" {
-		with = append(with, "hit AS MATERIALIZED ("+searchSQL(&b, query, f.Specs)+")")
+		with = append(with, "hit AS MATERIALIZED ("+searchSQL(&b, query, f.Specs, f.Owners)+")")
 		where = append(where, "e.event_key IN (SELECT key FROM hit)")
 	}
 	switch f.State {

@@ -15,8 +15,8 @@ type Listing struct {
 	ID              int64
 	ExternalID      string
 	ProviderEventID string
-	Status          string
-	Plan            string // GitHub Marketplace: "<plan id>:<plan name>"
+	Status          Status
+	Tier            string // orders.plan; GitHub Marketplace: "<plan id>:<plan name>"
 	AmountCents     int64
 	CustomerEmail   string
 	EffectiveAt     time.Time // the position of the last event applied; zero: none recorded
@@ -34,7 +34,7 @@ const listingColumns = `id, external_id, provider_event_id, status, coalesce(pla
 func scanListing(row pgx.CollectableRow) (Listing, error) {
 	var l Listing
 	var effective *time.Time
-	err := row.Scan(&l.ID, &l.ExternalID, &l.ProviderEventID, &l.Status, &l.Plan, &l.AmountCents,
+	err := row.Scan(&l.ID, &l.ExternalID, &l.ProviderEventID, &l.Status, &l.Tier, &l.AmountCents,
 		&l.CustomerEmail, &effective, &l.UpdatedAt)
 	if effective != nil {
 		l.EffectiveAt = *effective

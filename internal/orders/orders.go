@@ -34,24 +34,37 @@ import (
 	"time"
 )
 
+// Status is an order's state, as orders.status keeps it and its JSON
+// carries it.
+type Status string
+
 // Statuses of an order.
 const (
-	StatusPendingPayment = "pending_payment"
-	StatusPaid           = "paid"
-	StatusPaymentFailed  = "payment_failed"
+	StatusPendingPayment Status = "pending_payment"
+	StatusPaid           Status = "paid"
+	StatusPaymentFailed  Status = "payment_failed"
 	// StatusPartiallyRefunded: paid, and refunded less than amount_cents.
-	StatusPartiallyRefunded = "partially_refunded"
+	StatusPartiallyRefunded Status = "partially_refunded"
 	// StatusRefunded: refunds have reached amount_cents.
-	StatusRefunded  = "refunded"
-	StatusCancelled = "cancelled"
+	StatusRefunded  Status = "refunded"
+	StatusCancelled Status = "cancelled"
 )
+
+// texts are statuses as the text[] of a query's argument.
+func texts(statuses []Status) []string {
+	out := make([]string, len(statuses))
+	for i, s := range statuses {
+		out[i] = string(s)
+	}
+	return out
+}
 
 // Sold are the statuses of an order whose payment stands, in part at
 // least: what a refund may move, and what the paid steps (confirmation,
 // fulfillment) of an order whose partial refund arrived first go by. An
 // order records when it first stood so (sold_at): its paid steps are
 // planned then, once, by the event that made it so (RestoredSale).
-var Sold = []string{StatusPaid, StatusPartiallyRefunded}
+var Sold = []Status{StatusPaid, StatusPartiallyRefunded}
 
 // Queue is where writes go: the event's transaction (*webhooks.Plan).
 type Queue interface {
@@ -67,11 +80,13 @@ type Order struct {
 	ProviderEventID string `json:"provider_event_id"` // the event that created the order
 	ExternalID      string `json:"external_id"`       // Checkout Session id, marketplace account, sponsorship node id, transaction id
 	PaymentIntentID string `json:"payment_intent_id,omitempty"`
-	Status          string `json:"status"`
+	Status          Status `json:"status"`
 	AmountCents     int64  `json:"amount_cents"`
 	Currency        string `json:"currency"`
 	CustomerEmail   string `json:"customer_email,omitempty"`
-	Plan            string `json:"plan,omitempty"`
+	// Tier is what was bought at the provider (GitHub Marketplace:
+	// "<plan id>:<plan name>"), orders.plan.
+	Tier string `json:"plan,omitempty"`
 	// AccountID is the Stripe connected account (acct_…) whose event made
 	// the order; "" for the platform's own.
 	AccountID string `json:"account_id,omitempty"`
@@ -167,8 +182,8 @@ func orderArgs(o Order, pos Position) []any {
 	if o.Items != nil {
 		items = string(o.Items)
 	}
-	return []any{o.Source, o.ProviderEventID, o.ExternalID, o.PaymentIntentID, o.Status,
-		o.AmountCents, o.Currency, o.CustomerEmail, o.Plan, at, rank, o.AccountID, o.Livemode,
+	return []any{o.Source, o.ProviderEventID, o.ExternalID, o.PaymentIntentID, string(o.Status),
+		o.AmountCents, o.Currency, o.CustomerEmail, o.Tier, at, rank, o.AccountID, o.Livemode,
 		o.CustomerKey, o.AppUserID, items}
 }
 
@@ -182,11 +197,11 @@ func Create(q Queue, o Order, pos Position) {
 }
 
 // Upsert moves the order with o's business key from one of the states in
-// from to o.Status, taking o's amount, currency and plan, or creates it in
+// from to o.Status, taking o's amount, currency and tier, or creates it in
 // o.Status when it does not exist yet (an event that arrives before the one
 // that normally creates the order, or a purchase after a cancellation).
 // With a position, an order whose last event is newer is left alone.
-func Upsert(q Queue, o Order, pos Position, from ...string) {
+func Upsert(q Queue, o Order, pos Position, from ...Status) {
 	sql := insertSQL + `
 ON CONFLICT (source, external_id) DO UPDATE
     SET status = EXCLUDED.status,
@@ -207,31 +222,31 @@ ON CONFLICT (source, external_id) DO UPDATE
         updated_at = now()
     WHERE orders.status = ANY ($17) AND `
 	lock(q, o.lockKeys()...)
-	q.Exec(sql+notOlder("$10", "$11"), append(orderArgs(o, pos), from)...)
+	q.Exec(sql+notOlder("$10", "$11"), append(orderArgs(o, pos), texts(from))...)
 }
 
 // Transition moves the order with the business key from state from to
 // state to, unless its last event is newer than pos. An order in any other
 // state, or none, is left alone.
-func Transition(q Queue, source, externalID, from, to string, pos Position) {
+func Transition(q Queue, source, externalID string, from, to Status, pos Position) {
 	at, rank := pos.args()
 	q.Exec(`
 UPDATE orders SET status = $4, updated_at = now(),
        effective_at = coalesce($5::timestamptz, effective_at), effective_rank = coalesce($6::smallint, effective_rank)
 WHERE receiver_claimed() AND source = $1 AND external_id = $2 AND status = $3 AND `+notOlder("$5", "$6"),
-		source, externalID, from, to, at, rank)
+		source, externalID, string(from), string(to), at, rank)
 }
 
-// SetPlan gives the order with the business key a new plan and price,
-// unless it is cancelled or its last event is newer than pos.
-func SetPlan(q Queue, source, externalID, plan string, amountCents int64, pos Position) {
+// SetTier gives the order with the business key a new tier (orders.plan)
+// and price, unless it is cancelled or its last event is newer than pos.
+func SetTier(q Queue, source, externalID, tier string, amountCents int64, pos Position) {
 	at, rank := pos.args()
 	q.Exec(`
 UPDATE orders SET plan = $3, amount_cents = $4, updated_at = now(),
        effective_at = coalesce($5::timestamptz, effective_at), effective_rank = coalesce($6::smallint, effective_rank)
 WHERE receiver_claimed() AND source = $1 AND external_id = $2 AND status <> 'cancelled'
   AND (plan IS DISTINCT FROM $3 OR amount_cents <> $4) AND `+notOlder("$5", "$6"),
-		source, externalID, plan, amountCents, at, rank)
+		source, externalID, tier, amountCents, at, rank)
 }
 
 // mine is true of a row this transaction wrote (inserted or updated).
@@ -248,8 +263,8 @@ const orderJSON = `jsonb_build_object('id', o.id, 'source', o.source, 'provider_
 // transaction wrote the order with the business key and left it in one of
 // statuses, and puts the order, as written, in the step's payload as
 // "order".
-func Changed(source, externalID string, statuses ...string) (string, []any) {
+func Changed(source, externalID string, statuses ...Status) (string, []any) {
 	return `SELECT jsonb_build_object('order', ` + orderJSON + `) FROM orders o
 WHERE o.source = $1 AND o.external_id = $2 AND o.status = ANY ($3) AND o.` + mine,
-		[]any{source, externalID, statuses}
+		[]any{source, externalID, texts(statuses)}
 }

@@ -26,7 +26,7 @@ import (
 func List() []registry.Provider {
 	return []registry.Provider{
 		{Spec: stripe.Spec, Reconciler: &stripe.Reconciler, Endpoints: &stripe.Endpoints, Portal: &stripe.Portal,
-			Checkout: &stripe.Checkout, StepKinds: stripe.StepKinds},
+			Checkout: &stripe.Checkout, StepKinds: stripe.StepKinds, Owners: stripe.Owners},
 		{Spec: stripe.ThinSpec, Endpoints: &stripe.ThinEndpoints}, // Stripe's thin events: fetched from its API, no catch-up of their own
 		{Spec: github.Spec, Reconciler: &github.Reconciler, Endpoints: &github.Endpoints},
 		{Spec: paddle.Spec, Reconciler: &paddle.Reconciler, Endpoints: &paddle.Endpoints, Portal: &paddle.Portal},

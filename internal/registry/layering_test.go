@@ -37,8 +37,10 @@ func imports(t *testing.T, root, dir string) (out []string, ok bool) {
 // TestLayering holds the arrows the registry and the configuration keep
 // (CONTRIBUTING.md): the registry's list imports the provider folders and
 // the frameworks' small types, nothing of the wiring; the configuration is
-// a leaf; and the list is handed down from cmd/ and tests, never imported
-// from below: no package of internal/ imports it.
+// a leaf; operators read through owners (internal/ops imports no domain
+// package, the console none of their packages); and the list is handed
+// down from cmd/ and tests, never imported from below: no package of
+// internal/ imports it.
 func TestLayering(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -63,6 +65,24 @@ func TestLayering(t *testing.T) {
 	for _, imp := range shape {
 		if strings.HasPrefix(imp, "internal/providers") || imp == "internal/server" || imp == "internal/wiring" || imp == "internal/config" {
 			t.Errorf("internal/registry imports %s: the shape of a line sits below the list and the wiring", imp)
+		}
+	}
+
+	// Operators read through owners (internal/ops): the operator package
+	// names no business table and imports no domain package; the console
+	// reads through it.
+	operators, _ := imports(t, root, "internal/ops")
+	for _, imp := range operators {
+		if imp != "internal/webhooks" {
+			t.Errorf("internal/ops imports %s: operators read through the owners the wiring hands down (ops.Owner, "+
+				"ops.AlertLog), and it imports internal/webhooks alone", imp)
+		}
+	}
+	console, _ := imports(t, root, "internal/console")
+	for _, imp := range console {
+		if slices.Contains([]string{"internal/alerts", "internal/orders", "internal/subscriptions", "internal/disputes",
+			"internal/customers"}, imp) || strings.HasPrefix(imp, "internal/providers") {
+			t.Errorf("internal/console imports %s: it reads through internal/ops and the owners it is given", imp)
 		}
 	}
 

@@ -1,7 +1,8 @@
 // Package registry is the shape of the provider registry: Provider, one
 // line of it, says what one provider's folder offers the receiver (its
 // Spec, and each capability it has of the frameworks: a catch-up, endpoint
-// settings, a billing portal, a checkout return, step kinds of its own).
+// settings, a billing portal, a checkout return, step kinds of its own,
+// the owners of tables of its own that operators read).
 //
 // The list itself is internal/providers, the one place that names every
 // provider. It imports this package and the provider folders, nothing of
@@ -15,6 +16,7 @@ package registry
 import (
 	"github.com/paywebhooks/receiver/internal/checkout"
 	"github.com/paywebhooks/receiver/internal/endpoints"
+	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/portal"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
@@ -42,6 +44,10 @@ type Provider struct {
 	// receiver's own (email, fulfillment, alerts, entitlements), built from
 	// its variables (env), which the configuration has checked; nil: none.
 	StepKinds func(env func(string) string) (webhooks.StepKinds, error)
+	// Owners are the owners of the business tables its folder keeps (as
+	// Stripe's invoices), which operators read beside the receiver's own
+	// (ops.Owner: an event's records, a search); nil: none.
+	Owners []ops.Owner
 }
 
 // Specs returns the Spec of every provider of list, in its order.
@@ -79,6 +85,16 @@ func Portals(list []Provider) []portal.Provider {
 // return (internal/server mounts one at most).
 func Checkouts(list []Provider) []checkout.Provider {
 	return offered(list, func(p Provider) *checkout.Provider { return p.Checkout })
+}
+
+// Owners returns the owners of the business tables of every provider of
+// list, in its order.
+func Owners(list []Provider) []ops.Owner {
+	var out []ops.Owner
+	for _, p := range list {
+		out = append(out, p.Owners...)
+	}
+	return out
 }
 
 // offered returns what the providers of list offer of one capability

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/paywebhooks/receiver/internal/alerts"
 	"github.com/paywebhooks/receiver/internal/console"
+	"github.com/paywebhooks/receiver/internal/ops"
 	"github.com/paywebhooks/receiver/internal/reconcile"
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
@@ -19,7 +21,7 @@ import (
 // its own, never HTTP_ADDR; config refuses an ADMIN_ADDR without an
 // ADMIN_TOKEN of at least 16 characters). Its actions run through this
 // server's processor, providers and pool, as a delivery would.
-func (s *Server) setupConsole(specs []webhooks.Spec, provs map[string]webhooks.Provider) error {
+func (s *Server) setupConsole(specs []webhooks.Spec, owners []ops.Owner, provs map[string]webhooks.Provider) error {
 	var rec console.Reconciler // none configured: the console offers no reconcile action
 	if len(s.reconcilers) > 0 {
 		rec = consoleReconcilers(s.reconcilers)
@@ -30,6 +32,8 @@ func (s *Server) setupConsole(specs []webhooks.Spec, provs map[string]webhooks.P
 		Processor:  s.proc,
 		Providers:  provs,
 		Specs:      specs,
+		Owners:     owners,
+		Alerts:     alerts.Log{},
 		Lease:      s.cfg.LeaseDuration,
 		Kinds:      s.proc.Kinds(),
 		Gatherer:   s.registry,

@@ -263,7 +263,7 @@ func New(ctx context.Context, cfg wiring.Setup, list []registry.Provider, kinds 
 	s.setupFailoverWatch(reconcilers)
 	s.setupEndpoints(specs, registry.Endpoints(list))
 	if cfg.AdminAddr != "" {
-		if err := s.setupConsole(specs, provs); err != nil {
+		if err := s.setupConsole(specs, wiring.Owners(list), provs); err != nil {
 			pool.Close()
 			return nil, err
 		}

@@ -383,7 +383,7 @@ func compare(a *listed, ord orders.Listing, has bool) (f Finding, ok bool) {
 		if agrees(a.MarketplaceAccount, ord) {
 			return Finding{}, false // a renamed plan is the same plan
 		}
-		if planID(ord.Plan) == a.Plan.ID {
+		if planID(ord.Tier) == a.Plan.ID {
 			want, _ := price(a.MarketplaceAccount)
 			f.Detail = fmt.Sprintf("amount %d, GitHub's plan and unit count make %d", ord.AmountCents, want)
 		}
@@ -448,7 +448,7 @@ func (m *Marketplace) correct(ctx context.Context, a MarketplaceAccount, ord ord
 // the same plan id (a renamed plan is the same plan) and, when it can be
 // computed, the same amount (a per-unit plan's unit count).
 func agrees(a MarketplaceAccount, o orders.Listing) bool {
-	if o.Status != orders.StatusPaid || planID(o.Plan) != a.Plan.ID {
+	if o.Status != orders.StatusPaid || planID(o.Tier) != a.Plan.ID {
 		return false
 	}
 	want, err := price(a)
@@ -459,7 +459,7 @@ func accountKey(id int64) string { return "account:" + strconv.FormatInt(id, 10)
 
 func tierText(p MarketplaceTier) string { return strconv.FormatInt(p.ID, 10) + ":" + p.Name }
 
-func orderText(o orders.Listing) string { return o.Status + " " + o.Plan }
+func orderText(o orders.Listing) string { return string(o.Status) + " " + o.Tier }
 
 // planID reads the plan id of orders.plan ("<plan id>:<plan name>").
 func planID(plan string) int64 {

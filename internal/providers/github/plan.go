@@ -158,7 +158,7 @@ func (p *Provider) marketplacePurchase(ev *webhooks.Event, pl *webhooks.Plan) er
 			},
 		}}, cond, args...)
 	case "changed":
-		orders.SetPlan(pl, o.Source, o.ExternalID, o.Plan, o.AmountCents, pos)
+		orders.SetTier(pl, o.Source, o.ExternalID, o.Tier, o.AmountCents, pos)
 	case "cancelled":
 		orders.Transition(pl, o.Source, o.ExternalID, orders.StatusPaid, orders.StatusCancelled, pos)
 		cond, args := orders.Changed(o.Source, o.ExternalID, orders.StatusCancelled)
@@ -203,7 +203,7 @@ func (mp purchase) order(ev *webhooks.Event) (orders.Order, error) {
 		AmountCents:     amount,
 		Currency:        currency,
 		CustomerEmail:   deref(mp.Account.OrganizationBillingEmail),
-		Plan:            strconv.FormatInt(mp.Plan.ID, 10) + ":" + mp.Plan.Name,
+		Tier:            strconv.FormatInt(mp.Plan.ID, 10) + ":" + mp.Plan.Name,
 		// Its subject (internal/entitlements): github:<account id>; its
 		// plan is what it is for.
 		CustomerKey: "github:" + strconv.FormatInt(*mp.Account.ID, 10),
@@ -297,7 +297,7 @@ func (p *Provider) sponsorship(ev *webhooks.Event, pl *webhooks.Plan) error {
 		Status:          orders.StatusPaid,
 		AmountCents:     sp.Tier.MonthlyPriceInCents,
 		Currency:        currency,
-		Plan:            sp.Tier.Name,
+		Tier:            sp.Tier.Name,
 	}
 	if action == "created" {
 		orders.Create(pl, o, pos)

@@ -58,7 +58,7 @@ func subscriptionItems(o *dataObject) []byte {
 // user it claims) and, for a one-off purchase (mode payment) that this
 // event made a sale, plans the step that reads its line items: a step of
 // the order, so that whichever path makes it a sale plans it once.
-func (p *Provider) followSession(plan *webhooks.Plan, s session, a meta, status string) {
+func (p *Provider) followSession(plan *webhooks.Plan, s session, a meta, status orders.Status) {
 	if !p.entitlements {
 		return
 	}

@@ -189,7 +189,7 @@ func (s session) customer(a meta) *mail.Customer {
 	return mail.CustomerOf(Source, string(s.Customer), a.Account)
 }
 
-func (s session) order(ev *webhooks.Event, a meta, status string) orders.Order {
+func (s session) order(ev *webhooks.Event, a meta, status orders.Status) orders.Order {
 	return orders.Order{
 		Source:          Source,
 		ProviderEventID: ev.ID,
@@ -257,7 +257,7 @@ func (p *Provider) checkoutCompleted(ev *webhooks.Event, a meta, plan *webhooks.
 
 // asyncPayment moves a pending order to paid or payment_failed, creating
 // it in that state when its completed event has not arrived.
-func (p *Provider) asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status string) error {
+func (p *Provider) asyncPayment(ev *webhooks.Event, a meta, plan *webhooks.Plan, status orders.Status) error {
 	s, err := readSession(ev)
 	if err != nil {
 		return err
