@@ -108,7 +108,7 @@ type Provider struct {
 	Elsewhere string
 	// Unconfigured says which of the provider's variables the check lacks
 	// (its API key), or "" when it can run. env reads the provider's
-	// variables.
+	// variables. reconcile.Requires makes it of the variables' names.
 	Unconfigured func(env func(string) string) string
 	// New builds the provider's client. Its HTTP client should be
 	// reconcile.NewClient's. Nil (and Unconfigured nil too) for endpoints

@@ -182,12 +182,7 @@ var Endpoints = endpoints.Provider{
 	Where:          "Paddle > Developer tools > Notifications",
 	Version:        strconv.Itoa(NotificationAPIVersion),
 	UpdatesVersion: true,
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Unconfigured:   reconcile.Requires(apiKey.Name),
 	New: func(e endpoints.Env) (endpoints.Client, error) {
 		api, err := NewAPI(APIConfig{Key: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			HTTPClient: e.HTTPClient, PageSize: e.PageSize})

@@ -63,15 +63,10 @@ func init() {
 // covers delivered events too (Paddle's API cannot tell them apart), which
 // is what a database fail-over that lost acknowledged events needs.
 var Reconciler = reconcile.Reconciler{
-	Name:   "paddle",
-	Source: Source,
-	Flags:  []string{"since", "resume", "types"},
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Name:         "paddle",
+	Source:       Source,
+	Flags:        []string{"since", "resume", "types"},
+	Unconfigured: reconcile.Requires(apiKey.Name),
 	New: func(e reconcile.Env) (reconcile.Instance, error) {
 		api, err := NewAPI(APIConfig{Key: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name)})
 		if err != nil {

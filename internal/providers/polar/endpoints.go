@@ -146,14 +146,9 @@ func (a *API) sendEndpoint(ctx context.Context, method, path string, v any) (Web
 // endpoint when POLAR_WEBHOOK_ENDPOINT_ID names another (the catch-up
 // would read another endpoint's deliveries).
 var Endpoints = endpoints.Provider{
-	Source: Source,
-	Where:  "Polar > Settings > Webhooks",
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Source:       Source,
+	Where:        "Polar > Settings > Webhooks",
+	Unconfigured: reconcile.Requires(apiKey.Name),
 	New: func(e endpoints.Env) (endpoints.Client, error) {
 		api, err := NewAPI(APIConfig{Token: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			HTTPClient: e.HTTPClient, PageSize: e.PageSize})
@@ -166,7 +161,7 @@ var Endpoints = endpoints.Provider{
 
 // webhookEndpoints is Polar's endpoints.Client (an Updater and a Creator).
 type webhookEndpoints struct {
-	api     *API
+	api        *API
 	reconciled string // POLAR_WEBHOOK_ENDPOINT_ID
 }
 

@@ -95,18 +95,10 @@ func init() {
 // finds what the endpoint missed once Polar has given up, or while it
 // still retries.
 var Reconciler = reconcile.Reconciler{
-	Name:   "polar",
-	Source: Source,
-	Flags:  []string{"since", "resume"},
-	Unconfigured: func(env func(string) string) string {
-		switch {
-		case env(apiKey.Name) == "":
-			return apiKey.Name + " is unset"
-		case env(endpointID.Name) == "":
-			return endpointID.Name + " is unset"
-		}
-		return ""
-	},
+	Name:         "polar",
+	Source:       Source,
+	Flags:        []string{"since", "resume"},
+	Unconfigured: reconcile.Requires(apiKey.Name, endpointID.Name),
 	New: func(e reconcile.Env) (reconcile.Instance, error) {
 		api, err := NewAPI(APIConfig{Token: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			Endpoint: e.Settings.Env(endpointID.Name)})

@@ -167,15 +167,10 @@ func (a *API) post(ctx context.Context, path string, form url.Values) (WebhookEn
 // reads (stripe-go v76's); an endpoint's version cannot be changed, so one
 // of another version is replaced by an endpoint --create makes.
 var Endpoints = endpoints.Provider{
-	Source:  Source,
-	Where:   "Stripe Dashboard > Developers > Webhooks",
-	Version: APIVersion,
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Source:       Source,
+	Where:        "Stripe Dashboard > Developers > Webhooks",
+	Version:      APIVersion,
+	Unconfigured: reconcile.Requires(apiKey.Name),
 	New: func(e endpoints.Env) (endpoints.Client, error) {
 		api, err := NewAPI(APIConfig{Key: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			HTTPClient: e.HTTPClient, PageSize: int64(e.PageSize)})
