@@ -8,7 +8,8 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// Variables of Paddle's catch-up (server reconcile paddle).
+// Variables of Paddle's catch-up (server reconcile paddle), among the
+// Spec's Vars (paddle.go).
 var (
 	apiKey = webhooks.Var{
 		Name: "PADDLE_API_KEY",
@@ -37,20 +38,6 @@ var (
 		Check:   reconcile.CheckAPIBase,
 	}
 )
-
-// init declares the catch-up's variables among the Spec's (paddle.go
-// declares the provider's own), once.
-func init() {
-	for _, v := range []webhooks.Var{apiKey, apiBase} {
-		declared := false
-		for _, w := range Spec.Vars {
-			declared = declared || w.Name == v.Name
-		}
-		if !declared {
-			Spec.Vars = append(Spec.Vars, v)
-		}
-	}
-}
 
 // Reconciler catches up on Paddle events the notification destination
 // never received, from Paddle's List Events API (API.List), through the

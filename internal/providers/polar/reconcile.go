@@ -9,7 +9,8 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// Variables of Polar's catch-up (server reconcile polar).
+// Variables of Polar's catch-up (server reconcile polar), the Spec's Vars
+// (polar.go).
 var (
 	apiKey = webhooks.Var{
 		Name: "POLAR_API_KEY",
@@ -60,20 +61,6 @@ func checkUUID(v string) error {
 		}
 	}
 	return nil
-}
-
-// init declares the catch-up's variables among the Spec's (polar.go
-// declares the provider's own), once.
-func init() {
-	for _, v := range []webhooks.Var{apiKey, apiBase, endpointID} {
-		declared := false
-		for _, w := range Spec.Vars {
-			declared = declared || w.Name == v.Name
-		}
-		if !declared {
-			Spec.Vars = append(Spec.Vars, v)
-		}
-	}
 }
 
 // Reconciler catches up on Polar events the endpoint missed, from the
