@@ -35,7 +35,8 @@
 //
 // Every run is bounded as a reconciliation's is (reconcile.Bound): the
 // providers' clients are reconcile.NewClient's (the API's origin only,
-// each response bounded) and their listings follow reconcile.Pages.
+// each response bounded) and their listings are read by List, which
+// follows reconcile.Pages and bounds what it holds by reconcile.Hold.
 package endpoints
 
 import (

@@ -66,53 +66,36 @@ func (n NotificationSetting) Events() []string {
 }
 
 // NotificationSettings lists every notification destination, oldest
-// first, following the pages within the run's bounds (reconcile.Pages).
+// first, following the pages within the run's bounds (endpoints.List).
 func (a *API) NotificationSettings(ctx context.Context) ([]NotificationSetting, error) {
-	pages := reconcile.NewPages(ctx)
-	held := reconcile.Hold(ctx)
-	var out []NotificationSetting
-	seen := map[string]bool{}
-	after := ""
-	for {
-		if err := pages.Next(after); err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: %w", err)
-		}
-		q := url.Values{"per_page": {strconv.Itoa(a.pageSize)}, "order_by": {"id[ASC]"}}
-		if after != "" {
-			q.Set("after", after)
-		}
-		body, err := a.Get(ctx, "/notification-settings", q)
-		if err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: %w", err)
-		}
-		var page struct {
-			Data []NotificationSetting `json:"data"`
-			Meta struct {
-				Pagination *struct {
-					HasMore bool `json:"has_more"`
-				} `json:"pagination"`
-			} `json:"meta"`
-		}
-		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: page: %w", err)
-		}
-		more := page.Meta.Pagination != nil && page.Meta.Pagination.HasMore
-		fresh := 0
-		for _, n := range page.Data {
-			if n.ID != "" && !seen[n.ID] {
-				seen[n.ID] = true
-				fresh++
-				out = append(out, n)
+	list, err := endpoints.List(ctx, func(n NotificationSetting) string { return n.ID },
+		func(after string) ([]NotificationSetting, bool, string, error) {
+			q := url.Values{"per_page": {strconv.Itoa(a.pageSize)}, "order_by": {"id[ASC]"}}
+			if after != "" {
+				q.Set("after", after)
 			}
-		}
-		if err := errors.Join(pages.Got(fresh, more), held.Add(fresh)); err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: %w", err)
-		}
-		if !more || len(page.Data) == 0 {
-			return out, nil
-		}
-		after = page.Data[len(page.Data)-1].ID
+			body, err := a.Get(ctx, "/notification-settings", q)
+			if err != nil {
+				return nil, false, "", err
+			}
+			var page struct {
+				Data []NotificationSetting `json:"data"`
+				Meta struct {
+					Pagination *struct {
+						HasMore bool `json:"has_more"`
+					} `json:"pagination"`
+				} `json:"meta"`
+			}
+			if err := json.Unmarshal(body, &page); err != nil {
+				return nil, false, "", fmt.Errorf("page: %w", err)
+			}
+			more := page.Meta.Pagination != nil && page.Meta.Pagination.HasMore
+			return page.Data, more, "", nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list paddle notification settings: %w", err)
 	}
+	return list, nil
 }
 
 // NotificationSettingUpdate is what UpdateNotificationSetting changes; a

@@ -44,44 +44,33 @@ type WebhookEndpoint struct {
 }
 
 // WebhookEndpoints lists every webhook endpoint the token can read,
-// following the pages within the run's bounds (reconcile.Pages).
+// following the pages within the run's bounds (endpoints.List).
 func (a *API) WebhookEndpoints(ctx context.Context) ([]WebhookEndpoint, error) {
-	pages, held := reconcile.NewPages(ctx), reconcile.Hold(ctx)
-	seen := map[string]bool{}
-	var out []WebhookEndpoint
-	for page := 1; ; page++ {
-		if err := pages.Next("page=" + strconv.Itoa(page)); err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
-		}
-		body, err := a.Get(ctx, "/v1/webhooks/endpoints", url.Values{"page": {strconv.Itoa(page)}, "limit": {strconv.Itoa(a.pageSize)}})
-		if err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
-		}
-		var p struct {
-			Items      []WebhookEndpoint `json:"items"`
-			Pagination struct {
-				MaxPage int `json:"max_page"`
-			} `json:"pagination"`
-		}
-		if err := json.Unmarshal(body, &p); err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: page: %w", err)
-		}
-		fresh := 0
-		for _, we := range p.Items {
-			if we.ID != "" && !seen[we.ID] {
-				seen[we.ID] = true
-				fresh++
-				out = append(out, we)
+	list, err := endpoints.List(ctx, func(we WebhookEndpoint) string { return we.ID },
+		func(cursor string) ([]WebhookEndpoint, bool, string, error) {
+			page := 1 // the cursor is the page's number, from 1
+			if cursor != "" {
+				page, _ = strconv.Atoi(cursor)
 			}
-		}
-		more := page < p.Pagination.MaxPage && len(p.Items) > 0
-		if err := errors.Join(pages.Got(fresh, more), held.Add(fresh)); err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
-		}
-		if !more {
-			return out, nil
-		}
+			body, err := a.Get(ctx, "/v1/webhooks/endpoints", url.Values{"page": {strconv.Itoa(page)}, "limit": {strconv.Itoa(a.pageSize)}})
+			if err != nil {
+				return nil, false, "", err
+			}
+			var p struct {
+				Items      []WebhookEndpoint `json:"items"`
+				Pagination struct {
+					MaxPage int `json:"max_page"`
+				} `json:"pagination"`
+			}
+			if err := json.Unmarshal(body, &p); err != nil {
+				return nil, false, "", fmt.Errorf("page: %w", err)
+			}
+			return p.Items, page < p.Pagination.MaxPage && len(p.Items) > 0, strconv.Itoa(page + 1), nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
 	}
+	return list, nil
 }
 
 // UpdateWebhookEndpoint enables the endpoint id when enable is set, and

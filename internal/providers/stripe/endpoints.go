@@ -51,50 +51,34 @@ type WebhookEndpoint struct {
 }
 
 // WebhookEndpoints lists every webhook endpoint of the key's account and
-// mode, following the pages within the run's bounds (reconcile.Pages).
+// mode, following the pages within the run's bounds (endpoints.List).
 func (a *API) WebhookEndpoints(ctx context.Context) ([]WebhookEndpoint, error) {
-	pages := reconcile.NewPages(ctx)
-	held := reconcile.Hold(ctx)
-	var out []WebhookEndpoint
-	seen := map[string]bool{}
-	after := ""
-	for {
-		if err := pages.Next(after); err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
-		}
-		q := url.Values{"limit": {strconv.FormatInt(a.pageSize, 10)}}
-		if after != "" {
-			q.Set("starting_after", after)
-		}
-		body, err := a.Get(ctx, "/v1/webhook_endpoints", q)
-		if err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
-		}
-		var page struct {
-			Data    []WebhookEndpoint `json:"data"`
-			HasMore bool              `json:"has_more"`
-		}
-		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: page: %w", err)
-		}
-		fresh := 0
-		for _, we := range page.Data {
-			if we.ID == "" || seen[we.ID] {
-				continue
+	list, err := endpoints.List(ctx, func(we WebhookEndpoint) string { return we.ID },
+		func(after string) ([]WebhookEndpoint, bool, string, error) {
+			q := url.Values{"limit": {strconv.FormatInt(a.pageSize, 10)}}
+			if after != "" {
+				q.Set("starting_after", after)
 			}
-			seen[we.ID] = true
-			fresh++
-			we.Secret = "" // never kept from a listing
-			out = append(out, we)
-		}
-		if err := errors.Join(pages.Got(fresh, page.HasMore), held.Add(fresh)); err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
-		}
-		if !page.HasMore || len(page.Data) == 0 {
-			return out, nil
-		}
-		after = page.Data[len(page.Data)-1].ID
+			body, err := a.Get(ctx, "/v1/webhook_endpoints", q)
+			if err != nil {
+				return nil, false, "", err
+			}
+			var page struct {
+				Data    []WebhookEndpoint `json:"data"`
+				HasMore bool              `json:"has_more"`
+			}
+			if err := json.Unmarshal(body, &page); err != nil {
+				return nil, false, "", fmt.Errorf("page: %w", err)
+			}
+			for i := range page.Data {
+				page.Data[i].Secret = "" // never kept from a listing
+			}
+			return page.Data, page.HasMore, "", nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
 	}
+	return list, nil
 }
 
 // UpdateWebhookEndpoint re-enables the endpoint id when enable is set, and
