@@ -135,11 +135,7 @@ func (a *API) CreateNotificationSetting(ctx context.Context, u string, types []s
 // send sends v as JSON and reads the destination Paddle answers with, and
 // its secret key.
 func (a *API) send(ctx context.Context, method, path string, v any) (NotificationSetting, string, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return NotificationSetting{}, "", err
-	}
-	out, err := a.Do(ctx, method, path, nil, body, http.Header{"Content-Type": {"application/json"}})
+	out, err := a.SendJSON(ctx, method, path, v)
 	if err != nil {
 		return NotificationSetting{}, "", err
 	}

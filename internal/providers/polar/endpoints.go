@@ -109,11 +109,7 @@ func (a *API) CreateWebhookEndpoint(ctx context.Context, u string, types []strin
 // sendEndpoint sends v as JSON and reads the endpoint Polar answers with,
 // and its secret.
 func (a *API) sendEndpoint(ctx context.Context, method, path string, v any) (WebhookEndpoint, string, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return WebhookEndpoint{}, "", err
-	}
-	out, err := a.Do(ctx, method, path, nil, body, http.Header{"Content-Type": {"application/json"}})
+	out, err := a.SendJSON(ctx, method, path, v)
 	if err != nil {
 		return WebhookEndpoint{}, "", err
 	}
