@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/paywebhooks/receiver/internal/endpoints"
@@ -168,29 +169,21 @@ var Endpoints = endpoints.Provider{
 		if err != nil {
 			return nil, err
 		}
-		return destinations{api}, nil
+		d := destinations{api}
+		return endpoints.ClientOf[NotificationSetting]{List: d.list, Read: endpoint, Apply: d.apply, Add: d.add}, nil
 	},
 }
 
-// destinations is Paddle's endpoints.Client (an Updater and a Creator).
+// destinations are Paddle's calls for the check (endpoints.ClientOf).
 type destinations struct{ api *API }
 
-// Endpoints implements endpoints.Client: the url destinations (an email
-// one sends to no URL).
-func (d destinations) Endpoints(ctx context.Context) ([]endpoints.Endpoint, error) {
+// list lists the url destinations (an email one sends to no URL).
+func (d destinations) list(ctx context.Context) ([]NotificationSetting, error) {
 	list, err := d.api.NotificationSettings(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []endpoints.Endpoint
-	for _, n := range list {
-		if n.Type == "url" {
-			out = append(out, endpoint(n))
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(list, func(n NotificationSetting) bool { return n.Type != "url" }), err
 }
 
+// endpoint is n as the check reads it.
 func endpoint(n NotificationSetting) endpoints.Endpoint {
 	ep := endpoints.Endpoint{ID: n.ID, URL: n.Destination, Enabled: n.Active, Status: "active false",
 		Events: n.Events(), Version: strconv.Itoa(n.APIVersion)}
@@ -201,8 +194,8 @@ func endpoint(n NotificationSetting) endpoints.Endpoint {
 	return ep
 }
 
-// Update implements endpoints.Updater.
-func (d destinations) Update(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (endpoints.Endpoint, error) {
+// apply makes the changes of ch (endpoints.Updater).
+func (d destinations) apply(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (NotificationSetting, error) {
 	var u NotificationSettingUpdate
 	if ch.Enable {
 		on := true
@@ -212,26 +205,18 @@ func (d destinations) Update(ctx context.Context, ep endpoints.Endpoint, ch endp
 	if ch.Version != "" {
 		v, err := strconv.Atoi(ch.Version)
 		if err != nil {
-			return endpoints.Endpoint{}, fmt.Errorf("api version %q", ch.Version)
+			return NotificationSetting{}, fmt.Errorf("api version %q", ch.Version)
 		}
 		u.APIVersion = &v
 	}
-	n, err := d.api.UpdateNotificationSetting(ctx, ep.ID, u)
-	if err != nil {
-		return endpoints.Endpoint{}, err
-	}
-	return endpoint(n), nil
+	return d.api.UpdateNotificationSetting(ctx, ep.ID, u)
 }
 
-// Create implements endpoints.Creator.
-func (d destinations) Create(ctx context.Context, u string, types []string, version string) (endpoints.Endpoint, string, error) {
+// add creates a destination (endpoints.Creator).
+func (d destinations) add(ctx context.Context, u string, types []string, version string) (NotificationSetting, string, error) {
 	v, err := strconv.Atoi(version)
 	if err != nil {
-		return endpoints.Endpoint{}, "", fmt.Errorf("api version %q", version)
+		return NotificationSetting{}, "", fmt.Errorf("api version %q", version)
 	}
-	n, secret, err := d.api.CreateNotificationSetting(ctx, u, types, v)
-	if err != nil {
-		return endpoints.Endpoint{}, "", err
-	}
-	return endpoint(n), secret, nil
+	return d.api.CreateNotificationSetting(ctx, u, types, v)
 }

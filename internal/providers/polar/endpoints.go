@@ -140,29 +140,18 @@ var Endpoints = endpoints.Provider{
 		if err != nil {
 			return nil, err
 		}
-		return webhookEndpoints{api: api, reconciled: e.Settings.Env(endpointID.Name)}, nil
+		w := webhookEndpoints{api: api, reconciled: e.Settings.Env(endpointID.Name)}
+		return endpoints.ClientOf[WebhookEndpoint]{List: api.WebhookEndpoints, Read: w.endpoint, Apply: w.apply, Add: w.add}, nil
 	},
 }
 
-// webhookEndpoints is Polar's endpoints.Client (an Updater and a Creator).
+// webhookEndpoints are Polar's calls for the check (endpoints.ClientOf).
 type webhookEndpoints struct {
 	api        *API
 	reconciled string // POLAR_WEBHOOK_ENDPOINT_ID
 }
 
-// Endpoints implements endpoints.Client.
-func (w webhookEndpoints) Endpoints(ctx context.Context) ([]endpoints.Endpoint, error) {
-	list, err := w.api.WebhookEndpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]endpoints.Endpoint, len(list))
-	for i, we := range list {
-		out[i] = w.endpoint(we)
-	}
-	return out, nil
-}
-
+// endpoint is we as the check reads it.
 func (w webhookEndpoints) endpoint(we WebhookEndpoint) endpoints.Endpoint {
 	ep := endpoints.Endpoint{ID: we.ID, URL: we.URL, Enabled: we.Enabled, Events: we.Events,
 		Status: "enabled false: Polar disables an endpoint after 10 failed deliveries in a row, and skips its events " +
@@ -180,20 +169,12 @@ func (w webhookEndpoints) endpoint(we WebhookEndpoint) endpoints.Endpoint {
 	return ep
 }
 
-// Update implements endpoints.Updater.
-func (w webhookEndpoints) Update(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (endpoints.Endpoint, error) {
-	we, err := w.api.UpdateWebhookEndpoint(ctx, ep.ID, ch.Events, ch.Enable)
-	if err != nil {
-		return endpoints.Endpoint{}, err
-	}
-	return w.endpoint(we), nil
+// apply makes the changes of ch (endpoints.Updater).
+func (w webhookEndpoints) apply(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (WebhookEndpoint, error) {
+	return w.api.UpdateWebhookEndpoint(ctx, ep.ID, ch.Events, ch.Enable)
 }
 
-// Create implements endpoints.Creator.
-func (w webhookEndpoints) Create(ctx context.Context, u string, types []string, _ string) (endpoints.Endpoint, string, error) {
-	we, secret, err := w.api.CreateWebhookEndpoint(ctx, u, types)
-	if err != nil {
-		return endpoints.Endpoint{}, "", err
-	}
-	return w.endpoint(we), secret, nil
+// add creates an endpoint (endpoints.Creator); Polar's have no version.
+func (w webhookEndpoints) add(ctx context.Context, u string, types []string, _ string) (WebhookEndpoint, string, error) {
+	return w.api.CreateWebhookEndpoint(ctx, u, types)
 }

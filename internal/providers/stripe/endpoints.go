@@ -165,7 +165,8 @@ var Endpoints = endpoints.Provider{
 		if err != nil {
 			return nil, err
 		}
-		return webhookEndpoints{api: api, live: filter.Livemode}, nil
+		w := webhookEndpoints{api: api, live: filter.Livemode}
+		return endpoints.ClientOf[WebhookEndpoint]{List: api.WebhookEndpoints, Read: w.endpoint, Apply: w.apply, Add: w.add}, nil
 	},
 }
 
@@ -178,23 +179,10 @@ var ThinEndpoints = endpoints.Provider{
 		"only to take thin events; server endpoints check does not read it",
 }
 
-// webhookEndpoints is Stripe's endpoints.Client (an Updater and a Creator).
+// webhookEndpoints are Stripe's calls for the check (endpoints.ClientOf).
 type webhookEndpoints struct {
 	api  *API
 	live *bool // the mode acted on; nil: both
-}
-
-// Endpoints implements endpoints.Client.
-func (w webhookEndpoints) Endpoints(ctx context.Context) ([]endpoints.Endpoint, error) {
-	list, err := w.api.WebhookEndpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]endpoints.Endpoint, len(list))
-	for i, we := range list {
-		out[i] = w.endpoint(we)
-	}
-	return out, nil
 }
 
 // endpoint is we as the check reads it.
@@ -218,24 +206,18 @@ func (w webhookEndpoints) endpoint(we WebhookEndpoint) endpoints.Endpoint {
 	return ep
 }
 
-// Update implements endpoints.Updater.
-func (w webhookEndpoints) Update(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (endpoints.Endpoint, error) {
+// apply makes the changes of ch (endpoints.Updater); an endpoint
+// subscribed to every type ("*") stays so.
+func (w webhookEndpoints) apply(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (WebhookEndpoint, error) {
 	events := ch.Events
 	if events != nil && ep.All {
 		events = append([]string{"*"}, events...)
 	}
-	we, err := w.api.UpdateWebhookEndpoint(ctx, ep.ID, events, ch.Enable)
-	if err != nil {
-		return endpoints.Endpoint{}, err
-	}
-	return w.endpoint(we), nil
+	return w.api.UpdateWebhookEndpoint(ctx, ep.ID, events, ch.Enable)
 }
 
-// Create implements endpoints.Creator.
-func (w webhookEndpoints) Create(ctx context.Context, u string, types []string, version string) (endpoints.Endpoint, string, error) {
+// add creates an endpoint (endpoints.Creator); its secret is in the answer.
+func (w webhookEndpoints) add(ctx context.Context, u string, types []string, version string) (WebhookEndpoint, string, error) {
 	we, err := w.api.CreateWebhookEndpoint(ctx, u, types, version)
-	if err != nil {
-		return endpoints.Endpoint{}, "", err
-	}
-	return w.endpoint(we), we.Secret, nil
+	return we, we.Secret, err
 }

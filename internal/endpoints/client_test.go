@@ -72,3 +72,46 @@ func TestList(t *testing.T) {
 }
 
 var errBoom = errors.New("boom")
+
+// TestClientOf: a provider's calls on its own type make a Client, an
+// Updater and a Creator; what they answer is read by Read, what fails
+// fails as it did.
+func TestClientOf(t *testing.T) {
+	type hook struct{ id, at string }
+	var fail error
+	c := endpoints.ClientOf[hook]{
+		List: func(context.Context) ([]hook, error) { return []hook{{"a", "/x"}, {"b", "/y"}}, fail },
+		Read: func(h hook) endpoints.Endpoint {
+			return endpoints.Endpoint{ID: h.id, URL: "https://pay.example.com" + h.at}
+		},
+		Apply: func(_ context.Context, ep endpoints.Endpoint, ch endpoints.Change) (hook, error) {
+			return hook{ep.ID, "/changed"}, fail
+		},
+		Add: func(_ context.Context, url string, _ []string, _ string) (hook, string, error) {
+			return hook{"new", "/created"}, "whsec", fail
+		},
+	}
+	var client endpoints.Client = c
+	eps, err := client.Endpoints(context.Background())
+	if err != nil || len(eps) != 2 || eps[1].ID != "b" || eps[1].URL != "https://pay.example.com/y" {
+		t.Errorf("Endpoints: %+v, %v", eps, err)
+	}
+	ep, err := client.(endpoints.Updater).Update(context.Background(), endpoints.Endpoint{ID: "a"}, endpoints.Change{Enable: true})
+	if err != nil || ep.ID != "a" || ep.URL != "https://pay.example.com/changed" {
+		t.Errorf("Update: %+v, %v", ep, err)
+	}
+	ep, secret, err := client.(endpoints.Creator).Create(context.Background(), "https://pay.example.com/created", nil, "")
+	if err != nil || ep.ID != "new" || secret != "whsec" {
+		t.Errorf("Create: %+v, %q, %v", ep, secret, err)
+	}
+	fail = errBoom
+	if eps, err := client.Endpoints(context.Background()); eps != nil || !errors.Is(err, errBoom) {
+		t.Errorf("Endpoints failing: %+v, %v", eps, err)
+	}
+	if ep, err := client.(endpoints.Updater).Update(context.Background(), endpoints.Endpoint{ID: "a"}, endpoints.Change{}); ep.ID != "" || !errors.Is(err, errBoom) {
+		t.Errorf("Update failing: %+v, %v", ep, err)
+	}
+	if ep, secret, err := client.(endpoints.Creator).Create(context.Background(), "u", nil, ""); ep.ID != "" || secret != "" || !errors.Is(err, errBoom) {
+		t.Errorf("Create failing: %+v, %q, %v", ep, secret, err)
+	}
+}
