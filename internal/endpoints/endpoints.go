@@ -35,7 +35,8 @@
 //
 // Every run is bounded as a reconciliation's is (reconcile.Bound): the
 // providers' clients are reconcile.NewClient's (the API's origin only,
-// each response bounded) and their listings follow reconcile.Pages.
+// each response bounded) and their listings are read by List, which
+// follows reconcile.Pages and bounds what it holds by reconcile.Hold.
 package endpoints
 
 import (
@@ -108,13 +109,13 @@ type Provider struct {
 	Elsewhere string
 	// Unconfigured says which of the provider's variables the check lacks
 	// (its API key), or "" when it can run. env reads the provider's
-	// variables.
+	// variables. reconcile.Requires makes it of the variables' names.
 	Unconfigured func(env func(string) string) string
-	// New builds the provider's client. Its HTTP client should be
-	// reconcile.NewClient's. Nil (and Unconfigured nil too) for endpoints
-	// that no API the check reads shows (Stripe's event destinations):
-	// the first hour's list names them (Enable), and the registry hands
-	// them to no check.
+	// New builds the provider's client (ClientOf its calls). Its HTTP
+	// client should be reconcile.NewClient's. Nil (and Unconfigured nil
+	// too) for endpoints that no API the check reads shows (Stripe's event
+	// destinations): the first hour's list names them (Enable), and the
+	// registry hands them to no check.
 	New func(Env) (Client, error)
 }
 
@@ -165,6 +166,55 @@ type Creator interface {
 	// pinned to version when it is set, and returns it with its signing
 	// secret, which the API shows only now.
 	Create(ctx context.Context, url string, types []string, version string) (Endpoint, string, error)
+}
+
+// ClientOf is a Client, an Updater and a Creator made of a provider's calls
+// on its own type of endpoint T (a Stripe webhook endpoint, a Paddle
+// notification setting): what the provider's answers are, Read makes them
+// the check's.
+type ClientOf[T any] struct {
+	// List lists every endpoint the API shows (by List).
+	List func(ctx context.Context) ([]T, error)
+	// Read is an endpoint as the check reads it, with the problems the
+	// provider's own rules find.
+	Read func(T) Endpoint
+	// Apply makes the changes ch asks of ep (Updater), and returns the
+	// endpoint as the API answers.
+	Apply func(ctx context.Context, ep Endpoint, ch Change) (T, error)
+	// Add creates an endpoint (Creator), and returns it with its signing
+	// secret.
+	Add func(ctx context.Context, url string, types []string, version string) (T, string, error)
+}
+
+// Endpoints implements Client.
+func (c ClientOf[T]) Endpoints(ctx context.Context) ([]Endpoint, error) {
+	list, err := c.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Endpoint, len(list))
+	for i, v := range list {
+		out[i] = c.Read(v)
+	}
+	return out, nil
+}
+
+// Update implements Updater.
+func (c ClientOf[T]) Update(ctx context.Context, ep Endpoint, ch Change) (Endpoint, error) {
+	v, err := c.Apply(ctx, ep, ch)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return c.Read(v), nil
+}
+
+// Create implements Creator.
+func (c ClientOf[T]) Create(ctx context.Context, url string, types []string, version string) (Endpoint, string, error) {
+	v, secret, err := c.Add(ctx, url, types, version)
+	if err != nil {
+		return Endpoint{}, "", err
+	}
+	return c.Read(v), secret, nil
 }
 
 // ValidID checks an endpoint's id, as a provider's API gave it, before a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -85,6 +86,17 @@ func (a *API) Base() string { return a.base }
 // a 2xx answer.
 func (a *API) Get(ctx context.Context, path string, q url.Values) ([]byte, error) {
 	return a.Do(ctx, http.MethodGet, path, q, nil, nil)
+}
+
+// SendJSON sends v as JSON to path (below Base) with method, and returns
+// the body of a 2xx answer; as with Do, it is tried again only when it can
+// be repeated safely.
+func (a *API) SendJSON(ctx context.Context, method, path string, v any) ([]byte, error) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return a.Do(ctx, method, path, nil, body, http.Header{"Content-Type": {"application/json"}})
 }
 
 // Do sends a request to path (below Base) with the query q, the body (nil:

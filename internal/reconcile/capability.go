@@ -25,10 +25,26 @@ type Reconciler struct {
 	Flags []string
 	// Unconfigured says which of the provider's variables it lacks (its API
 	// key), or "" when it can run. env reads the provider's variables.
+	// Requires makes it of the variables' names.
 	Unconfigured func(env func(string) string) string
 	// New builds it. Its API client should be NewClient's, and each run
 	// bounded by Bound (see the package's documentation).
 	New func(Env) (Instance, error)
+}
+
+// Requires is the Unconfigured of a capability that needs the variables
+// names set (its API key, and what else it reads): it says the first one
+// that is unset ("PADDLE_API_KEY is unset"), or "" when all are. An
+// endpoints.Provider's Unconfigured is the same function.
+func Requires(names ...string) func(env func(string) string) string {
+	return func(env func(string) string) string {
+		for _, n := range names {
+			if env(n) == "" {
+				return n + " is unset"
+			}
+		}
+		return ""
+	}
 }
 
 // Takes reports whether the reconciler takes the flag.

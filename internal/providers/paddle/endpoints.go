@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/paywebhooks/receiver/internal/endpoints"
@@ -66,53 +67,36 @@ func (n NotificationSetting) Events() []string {
 }
 
 // NotificationSettings lists every notification destination, oldest
-// first, following the pages within the run's bounds (reconcile.Pages).
+// first, following the pages within the run's bounds (endpoints.List).
 func (a *API) NotificationSettings(ctx context.Context) ([]NotificationSetting, error) {
-	pages := reconcile.NewPages(ctx)
-	held := reconcile.Hold(ctx)
-	var out []NotificationSetting
-	seen := map[string]bool{}
-	after := ""
-	for {
-		if err := pages.Next(after); err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: %w", err)
-		}
-		q := url.Values{"per_page": {strconv.Itoa(a.pageSize)}, "order_by": {"id[ASC]"}}
-		if after != "" {
-			q.Set("after", after)
-		}
-		body, err := a.Get(ctx, "/notification-settings", q)
-		if err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: %w", err)
-		}
-		var page struct {
-			Data []NotificationSetting `json:"data"`
-			Meta struct {
-				Pagination *struct {
-					HasMore bool `json:"has_more"`
-				} `json:"pagination"`
-			} `json:"meta"`
-		}
-		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: page: %w", err)
-		}
-		more := page.Meta.Pagination != nil && page.Meta.Pagination.HasMore
-		fresh := 0
-		for _, n := range page.Data {
-			if n.ID != "" && !seen[n.ID] {
-				seen[n.ID] = true
-				fresh++
-				out = append(out, n)
+	list, err := endpoints.List(ctx, func(n NotificationSetting) string { return n.ID },
+		func(after string) ([]NotificationSetting, bool, string, error) {
+			q := url.Values{"per_page": {strconv.Itoa(a.pageSize)}, "order_by": {"id[ASC]"}}
+			if after != "" {
+				q.Set("after", after)
 			}
-		}
-		if err := errors.Join(pages.Got(fresh, more), held.Add(fresh)); err != nil {
-			return nil, fmt.Errorf("list paddle notification settings: %w", err)
-		}
-		if !more || len(page.Data) == 0 {
-			return out, nil
-		}
-		after = page.Data[len(page.Data)-1].ID
+			body, err := a.Get(ctx, "/notification-settings", q)
+			if err != nil {
+				return nil, false, "", err
+			}
+			var page struct {
+				Data []NotificationSetting `json:"data"`
+				Meta struct {
+					Pagination *struct {
+						HasMore bool `json:"has_more"`
+					} `json:"pagination"`
+				} `json:"meta"`
+			}
+			if err := json.Unmarshal(body, &page); err != nil {
+				return nil, false, "", fmt.Errorf("page: %w", err)
+			}
+			more := page.Meta.Pagination != nil && page.Meta.Pagination.HasMore
+			return page.Data, more, "", nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list paddle notification settings: %w", err)
 	}
+	return list, nil
 }
 
 // NotificationSettingUpdate is what UpdateNotificationSetting changes; a
@@ -152,11 +136,7 @@ func (a *API) CreateNotificationSetting(ctx context.Context, u string, types []s
 // send sends v as JSON and reads the destination Paddle answers with, and
 // its secret key.
 func (a *API) send(ctx context.Context, method, path string, v any) (NotificationSetting, string, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return NotificationSetting{}, "", err
-	}
-	out, err := a.Do(ctx, method, path, nil, body, http.Header{"Content-Type": {"application/json"}})
+	out, err := a.SendJSON(ctx, method, path, v)
 	if err != nil {
 		return NotificationSetting{}, "", err
 	}
@@ -182,41 +162,28 @@ var Endpoints = endpoints.Provider{
 	Where:          "Paddle > Developer tools > Notifications",
 	Version:        strconv.Itoa(NotificationAPIVersion),
 	UpdatesVersion: true,
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Unconfigured:   reconcile.Requires(apiKey.Name),
 	New: func(e endpoints.Env) (endpoints.Client, error) {
 		api, err := NewAPI(APIConfig{Key: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			HTTPClient: e.HTTPClient, PageSize: e.PageSize})
 		if err != nil {
 			return nil, err
 		}
-		return destinations{api}, nil
+		d := destinations{api}
+		return endpoints.ClientOf[NotificationSetting]{List: d.list, Read: endpoint, Apply: d.apply, Add: d.add}, nil
 	},
 }
 
-// destinations is Paddle's endpoints.Client (an Updater and a Creator).
+// destinations are Paddle's calls for the check (endpoints.ClientOf).
 type destinations struct{ api *API }
 
-// Endpoints implements endpoints.Client: the url destinations (an email
-// one sends to no URL).
-func (d destinations) Endpoints(ctx context.Context) ([]endpoints.Endpoint, error) {
+// list lists the url destinations (an email one sends to no URL).
+func (d destinations) list(ctx context.Context) ([]NotificationSetting, error) {
 	list, err := d.api.NotificationSettings(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var out []endpoints.Endpoint
-	for _, n := range list {
-		if n.Type == "url" {
-			out = append(out, endpoint(n))
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(list, func(n NotificationSetting) bool { return n.Type != "url" }), err
 }
 
+// endpoint is n as the check reads it.
 func endpoint(n NotificationSetting) endpoints.Endpoint {
 	ep := endpoints.Endpoint{ID: n.ID, URL: n.Destination, Enabled: n.Active, Status: "active false",
 		Events: n.Events(), Version: strconv.Itoa(n.APIVersion)}
@@ -227,8 +194,8 @@ func endpoint(n NotificationSetting) endpoints.Endpoint {
 	return ep
 }
 
-// Update implements endpoints.Updater.
-func (d destinations) Update(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (endpoints.Endpoint, error) {
+// apply makes the changes of ch (endpoints.Updater).
+func (d destinations) apply(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (NotificationSetting, error) {
 	var u NotificationSettingUpdate
 	if ch.Enable {
 		on := true
@@ -238,26 +205,18 @@ func (d destinations) Update(ctx context.Context, ep endpoints.Endpoint, ch endp
 	if ch.Version != "" {
 		v, err := strconv.Atoi(ch.Version)
 		if err != nil {
-			return endpoints.Endpoint{}, fmt.Errorf("api version %q", ch.Version)
+			return NotificationSetting{}, fmt.Errorf("api version %q", ch.Version)
 		}
 		u.APIVersion = &v
 	}
-	n, err := d.api.UpdateNotificationSetting(ctx, ep.ID, u)
-	if err != nil {
-		return endpoints.Endpoint{}, err
-	}
-	return endpoint(n), nil
+	return d.api.UpdateNotificationSetting(ctx, ep.ID, u)
 }
 
-// Create implements endpoints.Creator.
-func (d destinations) Create(ctx context.Context, u string, types []string, version string) (endpoints.Endpoint, string, error) {
+// add creates a destination (endpoints.Creator).
+func (d destinations) add(ctx context.Context, u string, types []string, version string) (NotificationSetting, string, error) {
 	v, err := strconv.Atoi(version)
 	if err != nil {
-		return endpoints.Endpoint{}, "", fmt.Errorf("api version %q", version)
+		return NotificationSetting{}, "", fmt.Errorf("api version %q", version)
 	}
-	n, secret, err := d.api.CreateNotificationSetting(ctx, u, types, v)
-	if err != nil {
-		return endpoints.Endpoint{}, "", err
-	}
-	return endpoint(n), secret, nil
+	return d.api.CreateNotificationSetting(ctx, u, types, v)
 }

@@ -74,7 +74,7 @@ var Spec = webhooks.Spec{
 			_, err := tolerance(v)
 			return err
 		},
-	}},
+	}, apiKey, apiBase}, // and the catch-up's (reconcile.go)
 	SignatureHeaders: []string{HeaderSignature},
 	Types:            handledTypes,
 	// Paddle retries a live notification for 3 days. A replay asked of

@@ -39,8 +39,7 @@ func (o portalOpener) Open(ctx context.Context, customer, _, _ string) (string, 
 	if !strings.HasPrefix(customer, "ctm_") || strings.ContainsAny(customer, "/?#%") {
 		return "", fmt.Errorf("paddle customer portal: customer %s", webhooks.Quote(customer, 40))
 	}
-	body, err := o.api.Do(ctx, http.MethodPost, "/customers/"+url.PathEscape(customer)+"/portal-sessions", nil, []byte(`{}`),
-		http.Header{"Content-Type": {"application/json"}})
+	body, err := o.api.SendJSON(ctx, http.MethodPost, "/customers/"+url.PathEscape(customer)+"/portal-sessions", struct{}{})
 	if err != nil {
 		return "", fmt.Errorf("paddle customer portal: %w", err)
 	}

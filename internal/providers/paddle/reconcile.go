@@ -8,7 +8,8 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// Variables of Paddle's catch-up (server reconcile paddle).
+// Variables of Paddle's catch-up (server reconcile paddle), among the
+// Spec's Vars (paddle.go).
 var (
 	apiKey = webhooks.Var{
 		Name: "PADDLE_API_KEY",
@@ -38,20 +39,6 @@ var (
 	}
 )
 
-// init declares the catch-up's variables among the Spec's (paddle.go
-// declares the provider's own), once.
-func init() {
-	for _, v := range []webhooks.Var{apiKey, apiBase} {
-		declared := false
-		for _, w := range Spec.Vars {
-			declared = declared || w.Name == v.Name
-		}
-		if !declared {
-			Spec.Vars = append(Spec.Vars, v)
-		}
-	}
-}
-
 // Reconciler catches up on Paddle events the notification destination
 // never received, from Paddle's List Events API (API.List), through the
 // same processor and claims as a delivery (reconcile.Events). A listed
@@ -63,15 +50,10 @@ func init() {
 // covers delivered events too (Paddle's API cannot tell them apart), which
 // is what a database fail-over that lost acknowledged events needs.
 var Reconciler = reconcile.Reconciler{
-	Name:   "paddle",
-	Source: Source,
-	Flags:  []string{"since", "resume", "types"},
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Name:         "paddle",
+	Source:       Source,
+	Flags:        []string{"since", "resume", "types"},
+	Unconfigured: reconcile.Requires(apiKey.Name),
 	New: func(e reconcile.Env) (reconcile.Instance, error) {
 		api, err := NewAPI(APIConfig{Key: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name)})
 		if err != nil {

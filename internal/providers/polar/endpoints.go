@@ -44,44 +44,33 @@ type WebhookEndpoint struct {
 }
 
 // WebhookEndpoints lists every webhook endpoint the token can read,
-// following the pages within the run's bounds (reconcile.Pages).
+// following the pages within the run's bounds (endpoints.List).
 func (a *API) WebhookEndpoints(ctx context.Context) ([]WebhookEndpoint, error) {
-	pages, held := reconcile.NewPages(ctx), reconcile.Hold(ctx)
-	seen := map[string]bool{}
-	var out []WebhookEndpoint
-	for page := 1; ; page++ {
-		if err := pages.Next("page=" + strconv.Itoa(page)); err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
-		}
-		body, err := a.Get(ctx, "/v1/webhooks/endpoints", url.Values{"page": {strconv.Itoa(page)}, "limit": {strconv.Itoa(a.pageSize)}})
-		if err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
-		}
-		var p struct {
-			Items      []WebhookEndpoint `json:"items"`
-			Pagination struct {
-				MaxPage int `json:"max_page"`
-			} `json:"pagination"`
-		}
-		if err := json.Unmarshal(body, &p); err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: page: %w", err)
-		}
-		fresh := 0
-		for _, we := range p.Items {
-			if we.ID != "" && !seen[we.ID] {
-				seen[we.ID] = true
-				fresh++
-				out = append(out, we)
+	list, err := endpoints.List(ctx, func(we WebhookEndpoint) string { return we.ID },
+		func(cursor string) ([]WebhookEndpoint, bool, string, error) {
+			page := 1 // the cursor is the page's number, from 1
+			if cursor != "" {
+				page, _ = strconv.Atoi(cursor)
 			}
-		}
-		more := page < p.Pagination.MaxPage && len(p.Items) > 0
-		if err := errors.Join(pages.Got(fresh, more), held.Add(fresh)); err != nil {
-			return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
-		}
-		if !more {
-			return out, nil
-		}
+			body, err := a.Get(ctx, "/v1/webhooks/endpoints", url.Values{"page": {strconv.Itoa(page)}, "limit": {strconv.Itoa(a.pageSize)}})
+			if err != nil {
+				return nil, false, "", err
+			}
+			var p struct {
+				Items      []WebhookEndpoint `json:"items"`
+				Pagination struct {
+					MaxPage int `json:"max_page"`
+				} `json:"pagination"`
+			}
+			if err := json.Unmarshal(body, &p); err != nil {
+				return nil, false, "", fmt.Errorf("page: %w", err)
+			}
+			return p.Items, page < p.Pagination.MaxPage && len(p.Items) > 0, strconv.Itoa(page + 1), nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list polar webhook endpoints: %w", err)
 	}
+	return list, nil
 }
 
 // UpdateWebhookEndpoint enables the endpoint id when enable is set, and
@@ -120,11 +109,7 @@ func (a *API) CreateWebhookEndpoint(ctx context.Context, u string, types []strin
 // sendEndpoint sends v as JSON and reads the endpoint Polar answers with,
 // and its secret.
 func (a *API) sendEndpoint(ctx context.Context, method, path string, v any) (WebhookEndpoint, string, error) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		return WebhookEndpoint{}, "", err
-	}
-	out, err := a.Do(ctx, method, path, nil, body, http.Header{"Content-Type": {"application/json"}})
+	out, err := a.SendJSON(ctx, method, path, v)
 	if err != nil {
 		return WebhookEndpoint{}, "", err
 	}
@@ -146,43 +131,27 @@ func (a *API) sendEndpoint(ctx context.Context, method, path string, v any) (Web
 // endpoint when POLAR_WEBHOOK_ENDPOINT_ID names another (the catch-up
 // would read another endpoint's deliveries).
 var Endpoints = endpoints.Provider{
-	Source: Source,
-	Where:  "Polar > Settings > Webhooks",
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Source:       Source,
+	Where:        "Polar > Settings > Webhooks",
+	Unconfigured: reconcile.Requires(apiKey.Name),
 	New: func(e endpoints.Env) (endpoints.Client, error) {
 		api, err := NewAPI(APIConfig{Token: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			HTTPClient: e.HTTPClient, PageSize: e.PageSize})
 		if err != nil {
 			return nil, err
 		}
-		return webhookEndpoints{api: api, reconciled: e.Settings.Env(endpointID.Name)}, nil
+		w := webhookEndpoints{api: api, reconciled: e.Settings.Env(endpointID.Name)}
+		return endpoints.ClientOf[WebhookEndpoint]{List: api.WebhookEndpoints, Read: w.endpoint, Apply: w.apply, Add: w.add}, nil
 	},
 }
 
-// webhookEndpoints is Polar's endpoints.Client (an Updater and a Creator).
+// webhookEndpoints are Polar's calls for the check (endpoints.ClientOf).
 type webhookEndpoints struct {
-	api     *API
+	api        *API
 	reconciled string // POLAR_WEBHOOK_ENDPOINT_ID
 }
 
-// Endpoints implements endpoints.Client.
-func (w webhookEndpoints) Endpoints(ctx context.Context) ([]endpoints.Endpoint, error) {
-	list, err := w.api.WebhookEndpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]endpoints.Endpoint, len(list))
-	for i, we := range list {
-		out[i] = w.endpoint(we)
-	}
-	return out, nil
-}
-
+// endpoint is we as the check reads it.
 func (w webhookEndpoints) endpoint(we WebhookEndpoint) endpoints.Endpoint {
 	ep := endpoints.Endpoint{ID: we.ID, URL: we.URL, Enabled: we.Enabled, Events: we.Events,
 		Status: "enabled false: Polar disables an endpoint after 10 failed deliveries in a row, and skips its events " +
@@ -200,20 +169,12 @@ func (w webhookEndpoints) endpoint(we WebhookEndpoint) endpoints.Endpoint {
 	return ep
 }
 
-// Update implements endpoints.Updater.
-func (w webhookEndpoints) Update(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (endpoints.Endpoint, error) {
-	we, err := w.api.UpdateWebhookEndpoint(ctx, ep.ID, ch.Events, ch.Enable)
-	if err != nil {
-		return endpoints.Endpoint{}, err
-	}
-	return w.endpoint(we), nil
+// apply makes the changes of ch (endpoints.Updater).
+func (w webhookEndpoints) apply(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (WebhookEndpoint, error) {
+	return w.api.UpdateWebhookEndpoint(ctx, ep.ID, ch.Events, ch.Enable)
 }
 
-// Create implements endpoints.Creator.
-func (w webhookEndpoints) Create(ctx context.Context, u string, types []string, _ string) (endpoints.Endpoint, string, error) {
-	we, secret, err := w.api.CreateWebhookEndpoint(ctx, u, types)
-	if err != nil {
-		return endpoints.Endpoint{}, "", err
-	}
-	return w.endpoint(we), secret, nil
+// add creates an endpoint (endpoints.Creator); Polar's have no version.
+func (w webhookEndpoints) add(ctx context.Context, u string, types []string, _ string) (WebhookEndpoint, string, error) {
+	return w.api.CreateWebhookEndpoint(ctx, u, types)
 }

@@ -92,6 +92,7 @@ var Spec = webhooks.Spec{
 			return "****"
 		},
 	},
+	Vars:             []webhooks.Var{apiKey, apiBase, endpointID}, // the catch-up's (reconcile.go)
 	SignatureHeaders: []string{swh.HeaderSignature, swh.SvixHeaderSignature},
 	Types:            handledTypes,
 	// Polar retries a failed delivery 10 times, its back-off capped at

@@ -40,11 +40,7 @@ func (o portalOpener) Open(ctx context.Context, customer, _, returnURL string) (
 	if returnURL != "" {
 		req["return_url"] = returnURL
 	}
-	b, err := json.Marshal(req)
-	if err != nil {
-		return "", err
-	}
-	body, err := o.api.Do(ctx, http.MethodPost, "/v1/customer-sessions/", nil, b, http.Header{"Content-Type": {"application/json"}})
+	body, err := o.api.SendJSON(ctx, http.MethodPost, "/v1/customer-sessions/", req)
 	if err != nil {
 		return "", fmt.Errorf("polar customer portal: %w", err)
 	}

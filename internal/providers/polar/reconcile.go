@@ -9,7 +9,8 @@ import (
 	"github.com/paywebhooks/receiver/internal/webhooks"
 )
 
-// Variables of Polar's catch-up (server reconcile polar).
+// Variables of Polar's catch-up (server reconcile polar), the Spec's Vars
+// (polar.go).
 var (
 	apiKey = webhooks.Var{
 		Name: "POLAR_API_KEY",
@@ -62,20 +63,6 @@ func checkUUID(v string) error {
 	return nil
 }
 
-// init declares the catch-up's variables among the Spec's (polar.go
-// declares the provider's own), once.
-func init() {
-	for _, v := range []webhooks.Var{apiKey, apiBase, endpointID} {
-		declared := false
-		for _, w := range Spec.Vars {
-			declared = declared || w.Name == v.Name
-		}
-		if !declared {
-			Spec.Vars = append(Spec.Vars, v)
-		}
-	}
-}
-
 // Reconciler catches up on Polar events the endpoint missed, from the
 // endpoint's deliveries as Polar's API lists them (API.List), through the
 // same processor and claims as a delivery (reconcile.Events), keyed on the
@@ -95,18 +82,10 @@ func init() {
 // finds what the endpoint missed once Polar has given up, or while it
 // still retries.
 var Reconciler = reconcile.Reconciler{
-	Name:   "polar",
-	Source: Source,
-	Flags:  []string{"since", "resume"},
-	Unconfigured: func(env func(string) string) string {
-		switch {
-		case env(apiKey.Name) == "":
-			return apiKey.Name + " is unset"
-		case env(endpointID.Name) == "":
-			return endpointID.Name + " is unset"
-		}
-		return ""
-	},
+	Name:         "polar",
+	Source:       Source,
+	Flags:        []string{"since", "resume"},
+	Unconfigured: reconcile.Requires(apiKey.Name, endpointID.Name),
 	New: func(e reconcile.Env) (reconcile.Instance, error) {
 		api, err := NewAPI(APIConfig{Token: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			Endpoint: e.Settings.Env(endpointID.Name)})

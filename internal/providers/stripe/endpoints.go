@@ -51,50 +51,34 @@ type WebhookEndpoint struct {
 }
 
 // WebhookEndpoints lists every webhook endpoint of the key's account and
-// mode, following the pages within the run's bounds (reconcile.Pages).
+// mode, following the pages within the run's bounds (endpoints.List).
 func (a *API) WebhookEndpoints(ctx context.Context) ([]WebhookEndpoint, error) {
-	pages := reconcile.NewPages(ctx)
-	held := reconcile.Hold(ctx)
-	var out []WebhookEndpoint
-	seen := map[string]bool{}
-	after := ""
-	for {
-		if err := pages.Next(after); err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
-		}
-		q := url.Values{"limit": {strconv.FormatInt(a.pageSize, 10)}}
-		if after != "" {
-			q.Set("starting_after", after)
-		}
-		body, err := a.Get(ctx, "/v1/webhook_endpoints", q)
-		if err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
-		}
-		var page struct {
-			Data    []WebhookEndpoint `json:"data"`
-			HasMore bool              `json:"has_more"`
-		}
-		if err := json.Unmarshal(body, &page); err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: page: %w", err)
-		}
-		fresh := 0
-		for _, we := range page.Data {
-			if we.ID == "" || seen[we.ID] {
-				continue
+	list, err := endpoints.List(ctx, func(we WebhookEndpoint) string { return we.ID },
+		func(after string) ([]WebhookEndpoint, bool, string, error) {
+			q := url.Values{"limit": {strconv.FormatInt(a.pageSize, 10)}}
+			if after != "" {
+				q.Set("starting_after", after)
 			}
-			seen[we.ID] = true
-			fresh++
-			we.Secret = "" // never kept from a listing
-			out = append(out, we)
-		}
-		if err := errors.Join(pages.Got(fresh, page.HasMore), held.Add(fresh)); err != nil {
-			return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
-		}
-		if !page.HasMore || len(page.Data) == 0 {
-			return out, nil
-		}
-		after = page.Data[len(page.Data)-1].ID
+			body, err := a.Get(ctx, "/v1/webhook_endpoints", q)
+			if err != nil {
+				return nil, false, "", err
+			}
+			var page struct {
+				Data    []WebhookEndpoint `json:"data"`
+				HasMore bool              `json:"has_more"`
+			}
+			if err := json.Unmarshal(body, &page); err != nil {
+				return nil, false, "", fmt.Errorf("page: %w", err)
+			}
+			for i := range page.Data {
+				page.Data[i].Secret = "" // never kept from a listing
+			}
+			return page.Data, page.HasMore, "", nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("list stripe webhook endpoints: %w", err)
 	}
+	return list, nil
 }
 
 // UpdateWebhookEndpoint re-enables the endpoint id when enable is set, and
@@ -167,15 +151,10 @@ func (a *API) post(ctx context.Context, path string, form url.Values) (WebhookEn
 // reads (stripe-go v76's); an endpoint's version cannot be changed, so one
 // of another version is replaced by an endpoint --create makes.
 var Endpoints = endpoints.Provider{
-	Source:  Source,
-	Where:   "Stripe Dashboard > Developers > Webhooks",
-	Version: APIVersion,
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Source:       Source,
+	Where:        "Stripe Dashboard > Developers > Webhooks",
+	Version:      APIVersion,
+	Unconfigured: reconcile.Requires(apiKey.Name),
 	New: func(e endpoints.Env) (endpoints.Client, error) {
 		api, err := NewAPI(APIConfig{Key: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name),
 			HTTPClient: e.HTTPClient, PageSize: int64(e.PageSize)})
@@ -186,7 +165,8 @@ var Endpoints = endpoints.Provider{
 		if err != nil {
 			return nil, err
 		}
-		return webhookEndpoints{api: api, live: filter.Livemode}, nil
+		w := webhookEndpoints{api: api, live: filter.Livemode}
+		return endpoints.ClientOf[WebhookEndpoint]{List: api.WebhookEndpoints, Read: w.endpoint, Apply: w.apply, Add: w.add}, nil
 	},
 }
 
@@ -199,23 +179,10 @@ var ThinEndpoints = endpoints.Provider{
 		"only to take thin events; server endpoints check does not read it",
 }
 
-// webhookEndpoints is Stripe's endpoints.Client (an Updater and a Creator).
+// webhookEndpoints are Stripe's calls for the check (endpoints.ClientOf).
 type webhookEndpoints struct {
 	api  *API
 	live *bool // the mode acted on; nil: both
-}
-
-// Endpoints implements endpoints.Client.
-func (w webhookEndpoints) Endpoints(ctx context.Context) ([]endpoints.Endpoint, error) {
-	list, err := w.api.WebhookEndpoints(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]endpoints.Endpoint, len(list))
-	for i, we := range list {
-		out[i] = w.endpoint(we)
-	}
-	return out, nil
 }
 
 // endpoint is we as the check reads it.
@@ -239,24 +206,18 @@ func (w webhookEndpoints) endpoint(we WebhookEndpoint) endpoints.Endpoint {
 	return ep
 }
 
-// Update implements endpoints.Updater.
-func (w webhookEndpoints) Update(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (endpoints.Endpoint, error) {
+// apply makes the changes of ch (endpoints.Updater); an endpoint
+// subscribed to every type ("*") stays so.
+func (w webhookEndpoints) apply(ctx context.Context, ep endpoints.Endpoint, ch endpoints.Change) (WebhookEndpoint, error) {
 	events := ch.Events
 	if events != nil && ep.All {
 		events = append([]string{"*"}, events...)
 	}
-	we, err := w.api.UpdateWebhookEndpoint(ctx, ep.ID, events, ch.Enable)
-	if err != nil {
-		return endpoints.Endpoint{}, err
-	}
-	return w.endpoint(we), nil
+	return w.api.UpdateWebhookEndpoint(ctx, ep.ID, events, ch.Enable)
 }
 
-// Create implements endpoints.Creator.
-func (w webhookEndpoints) Create(ctx context.Context, u string, types []string, version string) (endpoints.Endpoint, string, error) {
+// add creates an endpoint (endpoints.Creator); its secret is in the answer.
+func (w webhookEndpoints) add(ctx context.Context, u string, types []string, version string) (WebhookEndpoint, string, error) {
 	we, err := w.api.CreateWebhookEndpoint(ctx, u, types, version)
-	if err != nil {
-		return endpoints.Endpoint{}, "", err
-	}
-	return w.endpoint(we), we.Secret, nil
+	return we, we.Secret, err
 }

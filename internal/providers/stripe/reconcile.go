@@ -88,15 +88,10 @@ func connectAccountID(a string) bool {
 // the run says so (NoteAllAccounts), and lists the platform's own events
 // only.
 var Reconciler = reconcile.Reconciler{
-	Name:   "stripe",
-	Source: Source,
-	Flags:  []string{"since", "resume", "types", "failed-only"},
-	Unconfigured: func(env func(string) string) string {
-		if env(apiKey.Name) == "" {
-			return apiKey.Name + " is unset"
-		}
-		return ""
-	},
+	Name:         "stripe",
+	Source:       Source,
+	Flags:        []string{"since", "resume", "types", "failed-only"},
+	Unconfigured: reconcile.Requires(apiKey.Name),
 	New: func(e reconcile.Env) (reconcile.Instance, error) {
 		api, err := NewAPI(APIConfig{Key: e.Settings.Env(apiKey.Name), BaseURL: e.Settings.Env(apiBase.Name)})
 		if err != nil {
