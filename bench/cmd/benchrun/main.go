@@ -152,7 +152,7 @@ Flags:
 	fs.StringVar(&o.snippet, "snippet", "bin/snippet", "the Echo snippet's `binary` (bench/snippet)")
 	fs.StringVar(&o.snippetNet, "snippet-nethttp", "bin/snippet-nethttp", "the net/http snippet's `binary` (bench/snippet-nethttp), the headline baseline")
 	fs.StringVar(&o.profserver, "profserver", "bin/profserver", "the receiver with pprof (bench/cmd/profserver), for the cost windows")
-	fs.StringVar(&o.baseServer, "base-server", "", "a baseline build of the receiver (`binary`) that phases 1, 7 and 8 also run, on databases of its own that it migrates, in the same rounds: a before/after of a change")
+	fs.StringVar(&o.baseServer, "base-server", "", "a baseline build of the receiver (`binary`) that phases 1, 2, 7 and 8 also run, on databases of its own that it migrates, in the same rounds: a before/after of a change")
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "report `file`")
 	fs.StringVar(&o.command, "command", "", "the command line the report says it was run with (default: $BENCH_COMMAND, set by scripts/bench.sh, else benchrun's own)")
 	phases := fs.String("phases", "1,2,3,4,5,6,7,8", "phases to run, comma-separated")
@@ -403,7 +403,7 @@ func (b *bench) setup(ctx context.Context) error {
 	// receiver and the net/http snippet through PgBouncer (phase 7);
 	// burst, bsnip: the receiver and the net/http snippet in phase 8,
 	// brecv, bprecv, bburst: the baseline receiver (-base-server) of phases
-	// 1, 7 and 8, which migrates them.
+	// 1 and 2 (brecv), 7 and 8, which migrates them.
 	for _, d := range []struct {
 		name string
 		as   string // "receiver": migrated; "snippet": the snippet's tables; "": empty, the snippet makes its tables

@@ -260,11 +260,29 @@ func (b *bench) phase2(ctx context.Context) error {
 	ra := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 11}
 	sa := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 12}
 	na := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 13}
-	// Each pool is sent once as new events, then replayed for the warm-up.
-	for _, w := range []struct {
+	warm := []struct {
 		s *server
 		a loadArgs
-	}{{recv, ra}, {net, na}, {snip, sa}} {
+	}{{recv, ra}, {net, na}, {snip, sa}}
+	sides := []side{b.loadSide(sRecv, recv, ra), b.loadSide(sNet, net, na), b.loadSide(sSnip, snip, sa), b.loadSide(sRecv2, recv, ra)}
+	// With -base-server, the baseline build replays a pool of its own in
+	// the same rounds, on phase 1's baseline database (brecv, which it
+	// migrated itself).
+	if b.o.baseServer != "" {
+		base, err := b.startBase(ctx, "baseline (replays)", "brecv", map[string]string{"DB_MAX_CONNS": strconv.Itoa(c)})
+		if err != nil {
+			return err
+		}
+		defer base.stop()
+		ba := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 14}
+		warm = append(warm, struct {
+			s *server
+			a loadArgs
+		}{base, ba})
+		sides = append(sides, b.loadSide(sBase1, base, ba))
+	}
+	// Each pool is sent once as new events, then replayed for the warm-up.
+	for _, w := range warm {
 		primed := w.a
 		primed.prime = pool
 		if err := b.warm(ctx, w.s, primed); err != nil {
@@ -272,9 +290,7 @@ func (b *bench) phase2(ctx context.Context) error {
 		}
 	}
 	b.resetStatements(ctx, "recv", "nsnip", "snip")
-	b.rep.p2, err = b.alternate(ctx, "2", b.o.rounds, []side{
-		b.loadSide(sRecv, recv, ra), b.loadSide(sNet, net, na), b.loadSide(sSnip, snip, sa), b.loadSide(sRecv2, recv, ra),
-	})
+	b.rep.p2, err = b.alternate(ctx, "2", b.o.rounds, sides)
 	b.keepStatements(ctx, "2 receiver: replays (database recv)", "recv")
 	if err != nil || !b.o.cost {
 		return err

@@ -375,6 +375,17 @@ func (r *report) render() string {
 		p("the snippet's two autocommit statements, (c1) the same in one transaction, both on the snippet's tables; see\n")
 		p("\"The pgbench scripts\".\n\n")
 	}
+	if r.ran[2] && len(r.p2[sBase1]) > 0 {
+		p("## Phase 2: the baseline build\n\n")
+		p("With `-base-server`, the baseline build (%s) replayed a pool of its own in phase 2's rounds (database brecv).\n\n", binaryVersion(r.o.baseServer))
+		sb.WriteString("| ratio | median | spread |\n|---|---:|---|\n")
+		for _, c := range [][2]string{{sRecv, sBase1}, {sRecv2, sBase1}, {sBase1, sNet}, {sRecv, sNet}, {sBase1, sSnip}, {sRecv, sSnip}} {
+			if s := summarize(perRound(values(r.p2[c[0]], rateOf), values(r.p2[c[1]], rateOf))); s.ok() {
+				p("| %s ÷ %s | %.2f | %s |\n", c[0], c[1], s.Median, s.spread("%.2f"))
+			}
+		}
+		p("\n")
+	}
 	sb.WriteString(r.limitSection())
 	sb.WriteString(r.burstSection())
 	sb.WriteString(r.costSection())
