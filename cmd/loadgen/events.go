@@ -281,6 +281,37 @@ func eventEnvelope(typ string, object ordered, previousAttributes bool) ordered 
 	}
 }
 
+// priceObject is the shop's monthly price, as an invoice line and a
+// subscription item carry it.
+func priceObject() ordered {
+	return ordered{
+		{"id", shop.price},
+		{"object", "price"},
+		{"active", true},
+		{"billing_scheme", "per_unit"},
+		{"created", 1704067200},
+		{"currency", "usd"},
+		{"livemode", false},
+		{"lookup_key", nil},
+		{"metadata", ordered{}},
+		{"nickname", nil},
+		{"product", shop.product},
+		{"recurring", ordered{
+			{"aggregate_usage", nil},
+			{"interval", "month"},
+			{"interval_count", 1},
+			{"trial_period_days", nil},
+			{"usage_type", "licensed"},
+		}},
+		{"tax_behavior", "unspecified"},
+		{"tiers_mode", nil},
+		{"transform_quantity", nil},
+		{"type", "recurring"},
+		{"unit_amount", shop.plan},
+		{"unit_amount_decimal", strconv.Itoa(shop.plan)},
+	}
+}
+
 // invoiceObject is a subscription's renewal invoice: a draft just created
 // (paid false) or paid.
 func invoiceObject(paid bool) ordered {
@@ -334,32 +365,7 @@ func invoiceObject(paid bool) ordered {
 			{"trial_period_days", nil},
 			{"usage_type", "licensed"},
 		}},
-		{"price", ordered{
-			{"id", shop.price},
-			{"object", "price"},
-			{"active", true},
-			{"billing_scheme", "per_unit"},
-			{"created", 1704067200},
-			{"currency", "usd"},
-			{"livemode", false},
-			{"lookup_key", nil},
-			{"metadata", ordered{}},
-			{"nickname", nil},
-			{"product", shop.product},
-			{"recurring", ordered{
-				{"aggregate_usage", nil},
-				{"interval", "month"},
-				{"interval_count", 1},
-				{"trial_period_days", nil},
-				{"usage_type", "licensed"},
-			}},
-			{"tax_behavior", "unspecified"},
-			{"tiers_mode", nil},
-			{"transform_quantity", nil},
-			{"type", "recurring"},
-			{"unit_amount", shop.plan},
-			{"unit_amount_decimal", strconv.Itoa(shop.plan)},
-		}},
+		{"price", priceObject()},
 		{"proration", false},
 		{"proration_details", ordered{{"credited_items", nil}}},
 		{"quantity", 1},
