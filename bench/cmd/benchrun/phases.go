@@ -181,6 +181,12 @@ func (b *bench) phase1(ctx context.Context) error {
 	return nil
 }
 
+// warming is a server and the load that warms it before a phase's rounds.
+type warming struct {
+	s *server
+	a loadArgs
+}
+
 // phase8: a customer's burst. loadgen sends the seven events of each
 // Checkout of a subscription in turn (-event burst), every event naming the
 // checkout's customer: to the receiver with a customer of its own per
@@ -204,10 +210,7 @@ func (b *bench) phase8(ctx context.Context) error {
 	all := loadArgs{event: "burst", concurrency: c}
 	one := loadArgs{event: "burst", concurrency: c, customers: 1}
 	few := loadArgs{event: "burst", concurrency: c, customers: burstFew}
-	warm := []struct {
-		s *server
-		a loadArgs
-	}{{recv, all}, {recv, one}, {recv, few}, {net, all}}
+	warm := []warming{{recv, all}, {recv, one}, {recv, few}, {net, all}}
 	sides := []side{
 		b.loadSide(sBurstAll, recv, all), b.loadSide(sBurstOne, recv, one), b.loadSide(sBurstFew, recv, few),
 		b.loadSide(sBurstNet, net, all), b.loadSide(sBurst1b, recv, one),
@@ -218,10 +221,7 @@ func (b *bench) phase8(ctx context.Context) error {
 			return err
 		}
 		defer base.stop()
-		warm = append(warm, []struct {
-			s *server
-			a loadArgs
-		}{{base, all}, {base, one}}...)
+		warm = append(warm, warming{base, all}, warming{base, one})
 		sides = append(sides, b.loadSide(sBaseAll, base, all), b.loadSide(sBaseOne, base, one))
 	}
 	for _, w := range warm {
@@ -260,10 +260,7 @@ func (b *bench) phase2(ctx context.Context) error {
 	ra := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 11}
 	sa := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 12}
 	na := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 13}
-	warm := []struct {
-		s *server
-		a loadArgs
-	}{{recv, ra}, {net, na}, {snip, sa}}
+	warm := []warming{{recv, ra}, {net, na}, {snip, sa}}
 	sides := []side{b.loadSide(sRecv, recv, ra), b.loadSide(sNet, net, na), b.loadSide(sSnip, snip, sa), b.loadSide(sRecv2, recv, ra)}
 	// With -base-server, the baseline build replays a pool of its own in
 	// the same rounds, on phase 1's baseline database (brecv, which it
@@ -275,10 +272,7 @@ func (b *bench) phase2(ctx context.Context) error {
 		}
 		defer base.stop()
 		ba := loadArgs{event: "invoice", concurrency: c, pool: pool, seed: 14}
-		warm = append(warm, struct {
-			s *server
-			a loadArgs
-		}{base, ba})
+		warm = append(warm, warming{base, ba})
 		sides = append(sides, b.loadSide(sBase1, base, ba))
 	}
 	// Each pool is sent once as new events, then replayed for the warm-up.
