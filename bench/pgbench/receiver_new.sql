@@ -3,9 +3,10 @@
 -- with claimSQL; internal/providers/stripe/invoices EnsurePending and
 -- internal/customers Remember, whose writes are conditional on
 -- receiver_claimed()): the claim with the stored body, the invoice, the
--- customer's address (an invoice names both: its insert where absent, then
--- its update where changed), in one pipeline ending in one Sync: one round
--- trip and one implicit transaction, as pgx sends a batch.
+-- customer's address (an invoice names both: customers_remember, its insert
+-- where absent, else its update where changed), in one pipeline ending in
+-- one Sync: one round trip and one implicit transaction, as pgx sends a
+-- batch.
 -- (No BEGIN or COMMIT: the pipeline's one Sync makes it one transaction.)
 -- An invoice.created plans no steps, so no step INSERT is sent. Keep this
 -- file in step with that code when its SQL moves.
@@ -29,13 +30,5 @@ RETURNING set_config('receiver.claim', 'yes', true);
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
 SELECT 'in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', '') WHERE receiver_claimed()
 ON CONFLICT (stripe_invoice_id) DO NOTHING;
-INSERT INTO customers (source, customer_id, email, account_id, event_at, provider_event_id)
-SELECT 'stripe', 'cus_pga' || :r, 'ada.lovelace@example.com', NULLIF('', ''), now(), 'evt_pga' || :r WHERE receiver_claimed()
-ON CONFLICT (source, customer_id) DO NOTHING;
-UPDATE customers AS c
-SET email = 'ada.lovelace@example.com', account_id = coalesce(c.account_id, NULLIF('', '')), event_at = now(),
-    provider_event_id = 'evt_pga' || :r, updated_at = now()
-WHERE c.source = 'stripe' AND c.customer_id = 'cus_pga' || :r AND receiver_claimed()
-  AND (c.event_at < now()
-       OR (c.event_at = now() AND (c.email IS DISTINCT FROM 'ada.lovelace@example.com' OR (c.account_id IS NULL AND '' <> ''))));
+SELECT customers_remember('stripe', 'cus_pga' || :r, 'ada.lovelace@example.com', '', now(), 'evt_pga' || :r);
 \endpipeline

@@ -50,33 +50,26 @@ type Customer struct {
 	At        time.Time // when that event happened, as the provider signed it
 }
 
-// The customer's row is written by two statements, queued one after the
-// other on the event's transaction (one round trip still), each deciding
-// alone. The first inserts the row where the customer has none (one that
-// is there, it meets in the primary key and leaves: no write, no lock);
-// where another event inserts it at the same time, it waits for that
-// event's commit (once: the insert that meets a row does nothing, and locks
-// nothing) and leaves the row to the second. The second, with a snapshot
-// taken after the first, updates the row where the event changes it: an
-// event is applied unless it is older than the last one applied, and
-// changes the row when it is newer, or of the same time with another
-// address or the first account. (One statement cannot do both without a
-// lock: an INSERT … ON CONFLICT DO UPDATE locks the row it meets even when
-// its WHERE is false, and the events of a new customer, which arrive
-// together, would then wait for each other's commits one after the other.)
-const (
-	insertSQL = `
-INSERT INTO customers (source, customer_id, email, account_id, event_at, provider_event_id)
-SELECT $1, $2, $3, NULLIF($4, ''), $5, $6 WHERE receiver_claimed()
-ON CONFLICT (source, customer_id) DO NOTHING`
-	updateSQL = `
-UPDATE customers AS c
-SET email = $3, account_id = coalesce(c.account_id, NULLIF($4, '')), event_at = $5, provider_event_id = $6,
-    updated_at = now()
-WHERE c.source = $1 AND c.customer_id = $2 AND receiver_claimed()
-  AND (c.event_at < $5
-       OR (c.event_at = $5 AND (c.email IS DISTINCT FROM $3 OR (c.account_id IS NULL AND $4 <> ''))))`
-)
+// The customer's row is written by one call queued on the event's
+// transaction, customers_remember (migrations/000025), which runs two
+// statements, each deciding alone. The first inserts the row where the
+// customer has none (one that is there, it meets in the primary key and
+// leaves: no write, no lock); where another event inserts it at the same
+// time, it waits for that event's commit (once: the insert that meets a row
+// does nothing, and locks nothing) and leaves the row to the second. The
+// second, with a snapshot taken after the first, updates the row where the
+// event changes it: an event is applied unless it is older than the last
+// one applied, and changes the row when it is newer, or of the same time
+// with another address or the first account; it is skipped when the first
+// made the row. (One statement cannot do both without a lock: an INSERT …
+// ON CONFLICT DO UPDATE locks the row it meets even when its WHERE is
+// false, and the events of a new customer, which arrive together, would
+// then wait for each other's commits one after the other.) The two are a
+// function, not two statements of the batch, so that a transaction-mode
+// pooler that prepares nothing (PgBouncer 1.18) has PostgreSQL parse and
+// plan one small call per event: the function's statements are planned once
+// per connection, by PostgreSQL.
+const rememberSQL = `SELECT customers_remember($1, $2, $3, $4, $5, $6)`
 
 // Remember records c's address unless a newer event gave one. A customer
 // with no id or no address records nothing; an event that changes nothing
@@ -85,9 +78,7 @@ func Remember(q Queue, c Customer) {
 	if c.ID == "" || c.Email == "" {
 		return
 	}
-	args := []any{c.Source, c.ID, c.Email, c.AccountID, c.At, c.EventID}
-	q.Exec(insertSQL, args...)
-	q.Exec(updateSQL, args...)
+	q.Exec(rememberSQL, c.Source, c.ID, c.Email, c.AccountID, c.At, c.EventID)
 }
 
 // WithAddress turns a step condition (webhooks.Plan.StepIf) into one that

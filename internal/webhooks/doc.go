@@ -80,11 +80,15 @@
 //   - A row that events of different objects write (a customer's address,
 //     a subject's entitlements, anything keyed by the customer or the
 //     account) is locked only by an event that changes it. Such a write is
-//     two statements of the same batch: an INSERT that runs only where the
-//     row is absent (INSERT … SELECT … WHERE NOT EXISTS … ON CONFLICT DO
-//     NOTHING), then an UPDATE whose WHERE holds only for a real change
-//     (PostgreSQL locks only the rows an UPDATE changes; its snapshot, taken
-//     after the INSERT, sees a row another event inserted meanwhile). Never
+//     two statements: an INSERT that writes only where the row is absent
+//     (INSERT … ON CONFLICT DO NOTHING), then an UPDATE whose WHERE holds
+//     only for a real change (PostgreSQL locks only the rows an UPDATE
+//     changes; its snapshot, taken after the INSERT, sees a row another
+//     event inserted meanwhile). Either two statements of the same batch or,
+//     where they run for many events, a VOLATILE plpgsql function holding
+//     both (each of its statements takes its own snapshot;
+//     customers_remember), which a pooler that prepares nothing parses and
+//     plans as one small call. Never
 //     INSERT … ON CONFLICT DO UPDATE, which locks the row it meets even
 //     when its WHERE is false, nor an UPDATE that always writes
 //     (updated_at = now(), a counter). What is counted is counted when
