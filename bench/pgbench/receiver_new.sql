@@ -1,12 +1,12 @@
 -- (a) The receiver's transaction for a new invoice.created event, statement
 -- for statement as the core sends it (internal/webhooks: Processor.commit
--- with claimSQL; internal/providers/stripe/invoices EnsurePending and
--- internal/customers Remember, whose writes are conditional on
--- receiver_claimed()): the claim with the stored body, the invoice, the
--- customer's address (an invoice names both: customers_remember, its insert
--- where absent, else its update where changed), in one pipeline ending in
--- one Sync: one round trip and one implicit transaction, as pgx sends a
--- batch.
+-- with claimSQL, the function receiver_claim; internal/providers/stripe/
+-- invoices EnsurePending and internal/customers Remember, whose writes are
+-- conditional on receiver_claimed()): the claim with the stored body, the
+-- invoice, the customer's address (an invoice names both:
+-- customers_remember, its insert where absent, else its update where
+-- changed), in one pipeline ending in one Sync: one round trip and one
+-- implicit transaction, as pgx sends a batch.
 -- (No BEGIN or COMMIT: the pipeline's one Sync makes it one transaction.)
 -- An invoice.created plans no steps, so no step INSERT is sent. Keep this
 -- file in step with that code when its SQL moves.
@@ -20,13 +20,8 @@
 -- (loadgen -print-body). pgbench sends both as parameters.
 \set r random(1, 9000000000000000000)
 \startpipeline
-INSERT INTO processed_events (event_key, source, status, kind, completed_at, event_id, event_type,
-                              api_version, body, body_hash, outcome, via, last_error)
-VALUES ('evt_pga' || :r, 'stripe', 'done', 'event', CASE WHEN 'done' = 'done' THEN now() END,
-        'evt_pga' || :r, 'invoice.created', NULLIF('2023-10-16', ''), convert_to(:body, 'UTF8'), NULL,
-        'processed', 'delivery', NULLIF('', ''))
-ON CONFLICT DO NOTHING
-RETURNING set_config('receiver.claim', 'yes', true);
+SELECT receiver_claim('evt_pga' || :r, 'stripe', 'done', 'evt_pga' || :r, 'invoice.created', '2023-10-16',
+                      convert_to(:body, 'UTF8'), NULL, 'processed', 'delivery', '');
 INSERT INTO invoices (stripe_invoice_id, status, amount_due, amount_paid, currency, customer_email)
 SELECT 'in_pga' || :r, 'pending', 2000, 0, 'usd', NULLIF('ada.lovelace@example.com', '') WHERE receiver_claimed()
 ON CONFLICT (stripe_invoice_id) DO NOTHING;

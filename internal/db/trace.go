@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,6 +194,9 @@ func QueryName(sql string) string {
 			}
 		}
 	}
+	if fn := calledFunction(sql, words); fn != "" {
+		return "SELECT " + fn
+	}
 	if first == "SELECT" || first == "WITH" {
 		for i, w := range words {
 			if isKeyword(w, "FROM") && i+1 < len(words) && words[i+1] != "(" {
@@ -208,6 +212,31 @@ func QueryName(sql string) string {
 		return "UNKNOWN"
 	}
 	return first
+}
+
+// callRe is the start of a statement that calls a function.
+var callRe = regexp.MustCompile(`(?is)^\s*select\s+[a-z_][a-z0-9_.]*\s*\(`)
+
+// calledFunction is the function a statement that only calls one calls
+// ("SELECT receiver_claim($1, …)": the claim, which runs an INSERT in the
+// database), or "".
+func calledFunction(sql string, words []string) string {
+	if len(words) < 4 || words[2] != "(" || words[len(words)-1] != ")" || !callRe.MatchString(sql) {
+		return ""
+	}
+	depth := 0
+	for i, w := range words[2:] {
+		switch w {
+		case "(":
+			depth++
+		case ")":
+			depth--
+			if depth == 0 && i != len(words)-3 {
+				return "" // more follows the call
+			}
+		}
+	}
+	return table(words[1])
 }
 
 // sqlWords splits a statement into words and parentheses, skipping

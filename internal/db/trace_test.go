@@ -27,6 +27,9 @@ SELECT true, * FROM took UNION ALL SELECT false FROM processed_events`, "UPDATE 
 		{`SELECT 1 FROM (SELECT * FROM orders) q`, "SELECT orders"},
 		{`SELECT 'UPDATE orders', now()`, "SELECT"},
 		{`SELECT * FROM orders FOR UPDATE`, "SELECT orders"},
+		{`SELECT receiver_claim($1, $2, NULLIF($3, ''), $4)`, "SELECT receiver_claim"},
+		{`SELECT customers_remember($1) FROM orders`, "SELECT orders"},
+		{`SELECT now(), 1`, "SELECT"},
 		{`begin`, "BEGIN"},
 		{``, "UNKNOWN"},
 	} {

@@ -354,7 +354,7 @@ func TestTraceOfACheckout(t *testing.T) {
 		return s.Name() == "batch start" && s.Parent().SpanID() == tx.SpanContext().SpanID()
 	})
 	statements := strings.Join(childrenOf(spans, batch), ", ")
-	for _, want := range []string{"INSERT processed_events", "INSERT orders"} {
+	for _, want := range []string{"SELECT receiver_claim", "INSERT orders"} {
 		if !strings.Contains(statements, want) {
 			t.Errorf("the batch's statements are %s, want %s among them", statements, want)
 		}

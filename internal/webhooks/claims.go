@@ -109,21 +109,19 @@ func eventRowsOf(col, key string) string {
 }
 
 // claimSQL is the dedupe claim of the single-transaction pattern, with the
-// event riding on it: INSERT … ON CONFLICT DO NOTHING on the key (and, for
-// providers that set one, the body hash). When it inserts, it marks the
-// transaction as the claim's holder (the transaction-local setting that
-// the SQL function receiver_claimed() reads, and that every write and step
-// of the event is conditional on); a copy's claim inserts nothing and
-// marks nothing, so the rest of its transaction does nothing. The mark is
+// event riding on it: receiver_claim (migrations/000025) runs INSERT … ON
+// CONFLICT DO NOTHING on the key (and, for providers that set one, the body
+// hash). When it inserts, it marks the transaction as the claim's holder
+// (the transaction-local setting that the SQL function receiver_claimed()
+// reads, and that every write and step of the event is conditional on) and
+// returns the mark; a copy's claim inserts nothing, marks nothing and
+// returns NULL, so the rest of its transaction does nothing. The mark is
 // set by the RETURNING list of the row inserted, in the INSERT itself (a
-// CTE around it cost PostgreSQL a CTE scan to plan and run per event).
-const claimSQL = `
-INSERT INTO processed_events (event_key, source, status, kind, completed_at, event_id, event_type,
-                              api_version, body, body_hash, outcome, via, last_error)
-VALUES ($1, $2, $3, 'event', CASE WHEN $3 = 'done' THEN now() END, $4, $5, NULLIF($6, ''), $7, $8, $9, $10,
-        NULLIF($11, ''))
-ON CONFLICT DO NOTHING
-RETURNING set_config('receiver.claim', 'yes', true)`
+// CTE around it cost PostgreSQL a CTE scan to plan and run per event). It
+// is a function so that a pooler that prepares nothing has PostgreSQL
+// parse and plan a call, not an INSERT into a table of seven indexes, per
+// event; the function's plan is kept for the connection.
+const claimSQL = `SELECT receiver_claim($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`
 
 // reclaimSQL is the claim of an operator's replay of a parked event: the
 // parked claim row is taken back, in the transaction of the replay's

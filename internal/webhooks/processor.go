@@ -285,10 +285,12 @@ func (p *Processor) commit(ctx context.Context, ev Event, plan *Plan, claim stri
 			err = dbError("commit event "+ev.Key, cerr)
 		}
 	}()
-	var marker string
+	// The claim's mark: NULL from receiver_claim, or no row from a replay's
+	// reclaim, when this transaction did not make the claim.
+	var marker *string
 	switch err = br.QueryRow().Scan(&marker); {
 	case err == nil:
-		claimed = true
+		claimed = marker != nil
 	case errors.Is(err, pgx.ErrNoRows):
 		err = nil
 	default:
