@@ -4,7 +4,7 @@
 -- function's statements for the connection, so through a transaction-mode
 -- pooler that prepares nothing (PgBouncer 1.18) it parses and plans one
 -- small call per event instead of the statement itself: the claim's INSERT
--- into a table of seven indexes costs about 250 µs of PostgreSQL's CPU per
+-- into a table of seven indexes costs about 290 µs of PostgreSQL's CPU per
 -- event to parse and plan, the call next to nothing. Directly, where pgx
 -- prepares every statement once per connection, a call costs what the
 -- statement did (BENCHMARKS.md, "Statements as functions").

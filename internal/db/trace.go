@@ -173,9 +173,11 @@ func (c *nameCache) name(sql string) string {
 // QueryName names a statement as the database span conventions do,
 // "<operation> <table>": the first INSERT, UPDATE or DELETE it makes, even
 // inside a WITH ("WITH claim AS (INSERT INTO processed_events …) SELECT …"
-// is "INSERT processed_events"), or else its first word and the table it
-// first reads ("SELECT processed_events"; "SELECT" for one that reads
-// none, or reads a function first).
+// is "INSERT processed_events"), or else, for a statement that only calls
+// a function, "SELECT <function>" ("SELECT receiver_claim", whose INSERT
+// runs in the database), or else its first word and the table it first
+// reads ("SELECT processed_events"; "SELECT" for one that reads none, or
+// reads a function first).
 func QueryName(sql string) string {
 	words := sqlWords(sql)
 	first := ""
