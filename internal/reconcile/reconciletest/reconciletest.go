@@ -61,11 +61,9 @@ func (p *ClaimingProcessor) Process(ctx context.Context, _ webhooks.Provider, ev
 	return webhooks.Result{Outcome: webhooks.OutcomeProcessed}
 }
 
-const claimSQL = `
-INSERT INTO processed_events (event_key, source, status, kind, completed_at, event_id, event_type,
-                              api_version, body, outcome, via)
-VALUES ($1, $2, 'done', 'event', now(), $3, $4, NULLIF($5, ''), $6, $7, $8)
-ON CONFLICT DO NOTHING`
+// claimSQL is the receiver's own claim (receiver_claim, migrations/000025),
+// of an event done at once: NULL where the event was claimed before.
+const claimSQL = `SELECT receiver_claim($1, $2, 'done', $3, $4, $5, $6, NULL, $7, $8, '')`
 
 func (p *ClaimingProcessor) claim(ctx context.Context, ev webhooks.Event, outcome string) (bool, error) {
 	tx, err := p.Pool.Begin(ctx)
@@ -73,11 +71,12 @@ func (p *ClaimingProcessor) claim(ctx context.Context, ev webhooks.Event, outcom
 		return false, err
 	}
 	defer tx.Rollback(ctx)
-	tag, err := tx.Exec(ctx, claimSQL, ev.Key, ev.Source, ev.ID, ev.Type, ev.APIVersion, ev.Body, outcome, string(ev.Via))
-	if err != nil {
+	var mark *string
+	if err := tx.QueryRow(ctx, claimSQL, ev.Key, ev.Source, ev.ID, ev.Type, ev.APIVersion, ev.Body, outcome,
+		string(ev.Via)).Scan(&mark); err != nil {
 		return false, fmt.Errorf("claim %s: %w", ev.Key, err)
 	}
-	if tag.RowsAffected() == 0 {
+	if mark == nil {
 		return false, nil
 	}
 	if p.Apply != nil && outcome == "processed" {
