@@ -15,6 +15,5 @@ func (Owner) Related(ops.Concern) ops.Lookup { return ops.Lookup{} }
 
 // Search finds the last event applied to the customer the text names.
 func (Owner) Search(t *ops.Term) ops.Search {
-	return ops.Search{IDs: []string{`SELECT provider_event_id FROM customers WHERE source = ANY(` + t.Sources() +
-		`) AND customer_id = ` + t.Text()}}
+	return t.LastEventOf("customers", "customer_id")
 }

@@ -57,8 +57,7 @@ func (Owner) Related(e ops.Concern) ops.Lookup {
 
 // Search finds the last event applied to the dispute the text names.
 func (Owner) Search(t *ops.Term) ops.Search {
-	return ops.Search{IDs: []string{`SELECT provider_event_id FROM disputes WHERE source = ANY(` + t.Sources() +
-		`) AND external_id = ` + t.Text()}}
+	return t.LastEventOf("disputes", "external_id")
 }
 
 // Line is the dispute in the operators' tables.

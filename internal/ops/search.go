@@ -73,6 +73,15 @@ func (t *Term) Sources() string {
 // Arg is the placeholder of one more argument, v.
 func (t *Term) Arg(v any) string { return t.b.arg(v) }
 
+// LastEventOf is the search of an owner whose rows record the last event
+// applied to them (provider_event_id): the row of one of the providers'
+// sources whose column idColumn is the text. table and idColumn are the
+// owner's own names, never input.
+func (t *Term) LastEventOf(table, idColumn string) Search {
+	return Search{IDs: []string{`SELECT provider_event_id FROM ` + table + ` WHERE source = ANY(` + t.Sources() +
+		`) AND ` + idColumn + ` = ` + t.Text()}}
+}
+
 // Search is what an owner adds to the query of a search, each part a
 // look-up of its own indexes.
 type Search struct {

@@ -53,8 +53,7 @@ func (Owner) Related(e ops.Concern) ops.Lookup {
 
 // Search finds the last event applied to the subscription the text names.
 func (Owner) Search(t *ops.Term) ops.Search {
-	return ops.Search{IDs: []string{`SELECT provider_event_id FROM subscriptions WHERE source = ANY(` + t.Sources() +
-		`) AND external_id = ` + t.Text()}}
+	return t.LastEventOf("subscriptions", "external_id")
 }
 
 // Line is the subscription in the operators' tables.
