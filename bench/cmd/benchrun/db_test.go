@@ -222,3 +222,27 @@ func snippetTables(t *testing.T, url string) {
 		t.Fatalf("the snippet's processed_events has %d columns (%v)", cols, err)
 	}
 }
+
+// TestDropIndexes drops receiver indexes by name from a migrated database,
+// and fails on a name that is not one of them.
+func TestDropIndexes(t *testing.T) {
+	ctx := context.Background()
+	b := testBench(t, "brecv")
+	u := b.url("brecv")
+	const count = `SELECT count(*) FROM pg_indexes WHERE indexname IN ('processed_events_received_idx', 'invoices_customer_email_idx')`
+	if n := query[int64](t, u, count); n != 2 {
+		t.Fatalf("%d of the two indexes before, want 2", n)
+	}
+	if err := b.dropIndexes(ctx, "brecv", []string{"processed_events_received_idx", "invoices_customer_email_idx"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := query[int64](t, u, count); n != 0 {
+		t.Errorf("%d of the two indexes left, want 0", n)
+	}
+	if n := query[int64](t, u, `SELECT count(*) FROM pg_indexes WHERE indexname = 'processed_events_pkey'`); n != 1 {
+		t.Error("an index not named was dropped")
+	}
+	if err := b.dropIndexes(ctx, "brecv", []string{"no_such_idx"}); err == nil {
+		t.Error("an index that does not exist was dropped without an error")
+	}
+}

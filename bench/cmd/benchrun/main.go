@@ -65,6 +65,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -86,7 +87,8 @@ const (
 type options struct {
 	server, loadgen, snippet string
 	snippetNet, profserver   string
-	baseServer               string // phase 8's baseline receiver; "" for none
+	baseServer               string   // phase 8's baseline receiver; "" for none
+	baseDropIndexes          []string // indexes the baseline's databases drop once migrated: an ablation
 	out                      string
 	command                  string
 	phases                   map[int]bool
@@ -153,6 +155,7 @@ Flags:
 	fs.StringVar(&o.snippetNet, "snippet-nethttp", "bin/snippet-nethttp", "the net/http snippet's `binary` (bench/snippet-nethttp), the headline baseline")
 	fs.StringVar(&o.profserver, "profserver", "bin/profserver", "the receiver with pprof (bench/cmd/profserver), for the cost windows")
 	fs.StringVar(&o.baseServer, "base-server", "", "a baseline build of the receiver (`binary`) that phases 1, 2, 7 and 8 also run, on databases of its own that it migrates, in the same rounds: a before/after of a change")
+	dropIndexes := fs.String("base-drop-indexes", "", "indexes (`names`, comma-separated) that the baseline's databases drop once its server has migrated them: an ablation, what the build of -base-server costs without them (needs -base-server)")
 	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "report `file`")
 	fs.StringVar(&o.command, "command", "", "the command line the report says it was run with (default: $BENCH_COMMAND, set by scripts/bench.sh, else benchrun's own)")
 	phases := fs.String("phases", "1,2,3,4,5,6,7,8", "phases to run, comma-separated")
@@ -197,6 +200,18 @@ Flags:
 		}
 		o.phases[n] = true
 	}
+	if *dropIndexes != "" {
+		if o.baseServer == "" {
+			return o, fmt.Errorf("-base-drop-indexes needs -base-server: it names what the baseline's databases drop")
+		}
+		for _, name := range strings.Split(*dropIndexes, ",") {
+			name = strings.TrimSpace(name)
+			if !indexName.MatchString(name) {
+				return o, fmt.Errorf("-base-drop-indexes: %q is not an index name (lower-case letters, digits and _)", name)
+			}
+			o.baseDropIndexes = append(o.baseDropIndexes, name)
+		}
+	}
 	switch {
 	case o.rounds < 1 || o.drains < 1 || o.drainSteps < 1 || o.concurrency < 1 || o.redriveParallelism < 1:
 		return o, fmt.Errorf("-rounds, -drains, -drain-steps, -concurrency and -redrive-parallelism must be at least 1")
@@ -217,6 +232,10 @@ Flags:
 	}
 	return o, nil
 }
+
+// indexName is an index name -base-drop-indexes accepts: the receiver's
+// migrations name every index so.
+var indexName = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 func quickText() string {
 	var parts []string

@@ -799,7 +799,8 @@ type stmtBlock struct{ title, table string }
 
 // startBase starts the baseline build (-base-server) as the receiver is
 // started, on dbname, which it migrates itself at start-up (its migrations
-// may be older than this build's).
+// may be older than this build's); with -base-drop-indexes, dbname then
+// drops those indexes.
 func (b *bench) startBase(ctx context.Context, name, dbname string, env map[string]string) (*server, error) {
 	port, err := freePort()
 	if err != nil {
@@ -808,5 +809,24 @@ func (b *bench) startBase(ctx context.Context, name, dbname string, env map[stri
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	cmd := exec.Command(b.o.baseServer)
 	cmd.Env = b.receiverEnv(dbname, addr, env)
-	return b.startServer(ctx, name, addr, cmd)
+	s, err := b.startServer(ctx, name, addr, cmd)
+	if err != nil || len(b.o.baseDropIndexes) == 0 {
+		return s, err
+	}
+	// Up means migrated: the indexes exist and no delivery has come yet.
+	if err := b.dropIndexes(ctx, dbname, b.o.baseDropIndexes); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// dropIndexes drops the indexes names from database dbname (an index
+// that is not there fails the run: a name mistyped measures nothing).
+func (b *bench) dropIndexes(ctx context.Context, dbname string, names []string) error {
+	quoted := make([]string, len(names))
+	for i, n := range names {
+		quoted[i] = pgx.Identifier{n}.Sanitize()
+	}
+	return b.exec(ctx, dbname, "DROP INDEX "+strings.Join(quoted, ", "))
 }

@@ -255,6 +255,9 @@ func (r *report) phase1Ratios() string {
 	aa := summarize(perRound(values(r.p1[sRecv], rateOf), values(r.p1[sRecv2], rateOf)))
 	fmt.Fprintf(&sb, "Per-round ratios of phase 1 (median, IQR, range). The A/A control, receiver ÷ receiver′ measured in the same rounds, is **%.2f** (%s).\n\n",
 		aa.Median, aa.spread("%.2f"))
+	if len(r.p1[sBase1]) > 0 {
+		fmt.Fprintf(&sb, "The baseline is %s, on a database of its own (brecv), in the same rounds.\n\n", r.baseline())
+	}
 	sb.WriteString("| ratio | median | spread |\n|---|---:|---|\n")
 	for _, c := range [][2]string{
 		{sRecv, sBase1}, {sBase1, sNet}, {sRecv, sNet}, {sRecv, sNetR}, {sNetR, sNet}, {sRecv, sSnip}, {sSnip, sNet}, {sRecv, sPgC1}, {sRecv, sPgC1One},
@@ -377,7 +380,7 @@ func (r *report) render() string {
 	}
 	if r.ran[2] && len(r.p2[sBase1]) > 0 {
 		p("## Phase 2: the baseline build\n\n")
-		p("With `-base-server`, the baseline build (%s) replayed a pool of its own in phase 2's rounds (database brecv).\n\n", binaryVersion(r.o.baseServer))
+		p("With `-base-server`, the baseline build (%s) replayed a pool of its own in phase 2's rounds (database brecv).\n\n", r.baseline())
 		sb.WriteString("| ratio | median | spread |\n|---|---:|---|\n")
 		for _, c := range [][2]string{{sRecv, sBase1}, {sRecv2, sBase1}, {sBase1, sNet}, {sRecv, sNet}, {sBase1, sSnip}, {sRecv, sSnip}} {
 			if s := summarize(perRound(values(r.p2[c[0]], rateOf), values(r.p2[c[1]], rateOf))); s.ok() {

@@ -54,7 +54,7 @@ func (r *report) burstSection() string {
 	p("(`-customers %d`). The net/http snippet (database bsnip, its own tables) is sent the same events: it claims each and\n", burstFew)
 	p("inserts the invoice of invoice.created and .finalized, and does nothing of the rest.\n\n")
 	if len(r.p8[sBaseOne]) > 0 {
-		p("With `-base-server`, a baseline build of the receiver (%s) ran in the same rounds on a database of its own\n", binaryVersion(r.o.baseServer))
+		p("With `-base-server`, a baseline build of the receiver (%s) ran in the same rounds on a database of its own\n", r.baseline())
 		p("(bburst), sent a customer per checkout and one customer's checkouts: the rows \"baseline\".\n\n")
 	}
 	p("| ratio | median | spread |\n|---|---:|---|\n")
@@ -134,6 +134,17 @@ func (r *report) groupCommitSection() string {
 	}
 	p("\n")
 	return sb.String()
+}
+
+// baseline names the baseline build (-base-server) and, with
+// -base-drop-indexes, the indexes its databases went without.
+func (r *report) baseline() string {
+	s := binaryVersion(r.o.baseServer)
+	if len(r.o.baseDropIndexes) > 0 {
+		s += "; its databases dropped " + strings.Join(r.o.baseDropIndexes, ", ") +
+			" once it had migrated them (-base-drop-indexes: an ablation)"
+	}
+	return s
 }
 
 // binaryVersion is the version a receiver binary was built as (its main

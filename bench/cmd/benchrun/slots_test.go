@@ -111,3 +111,25 @@ func TestQuickDefaults(t *testing.T) {
 		t.Error("-slot 500ms accepted")
 	}
 }
+
+func TestBaseDropIndexesFlag(t *testing.T) {
+	o, err := parseFlags([]string{"-base-server", "/tmp/x", "-base-drop-indexes", "a_idx, b_idx"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(o.baseDropIndexes, []string{"a_idx", "b_idx"}) {
+		t.Errorf("baseDropIndexes %q", o.baseDropIndexes)
+	}
+	if _, err := parseFlags([]string{"-base-drop-indexes", "a_idx"}); err == nil {
+		t.Error("-base-drop-indexes without -base-server accepted")
+	}
+	for _, bad := range []string{"a_idx;DROP TABLE invoices", "A_idx", "", "a idx"} {
+		if _, err := parseFlags([]string{"-base-server", "/tmp/x", "-base-drop-indexes", "a_idx," + bad}); err == nil {
+			t.Errorf("-base-drop-indexes %q accepted", bad)
+		}
+	}
+	r := newReport(o)
+	if got := r.baseline(); !strings.Contains(got, "/tmp/x") || !strings.Contains(got, "dropped a_idx, b_idx") {
+		t.Errorf("baseline() = %q", got)
+	}
+}
