@@ -246,3 +246,27 @@ func TestDropIndexes(t *testing.T) {
 		t.Error("an index that does not exist was dropped without an error")
 	}
 }
+
+// TestAblateOncePerDatabase: phase 2's baseline starts again on phase 1's
+// database, which has dropped the indexes already; a name no database has
+// still fails.
+func TestAblateOncePerDatabase(t *testing.T) {
+	ctx := context.Background()
+	b := testBench(t, "brecv", "bburst")
+	b.o.baseDropIndexes = []string{"processed_events_received_idx"}
+	for i := range 2 {
+		if err := b.ablate(ctx, "brecv"); err != nil {
+			t.Fatalf("start %d on brecv: %v", i+1, err)
+		}
+	}
+	if n := query[int64](t, b.url("brecv"), `SELECT count(*) FROM pg_indexes WHERE indexname = 'processed_events_received_idx'`); n != 0 {
+		t.Errorf("brecv kept the index (%d)", n)
+	}
+	if n := query[int64](t, b.url("bburst"), `SELECT count(*) FROM pg_indexes WHERE indexname = 'processed_events_received_idx'`); n != 1 {
+		t.Errorf("bburst, not started yet, lost the index (%d)", n)
+	}
+	b.o.baseDropIndexes = []string{"no_such_idx"}
+	if err := b.ablate(ctx, "bburst"); err == nil {
+		t.Error("a name no database has was accepted")
+	}
+}

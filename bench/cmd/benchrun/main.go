@@ -257,6 +257,7 @@ type bench struct {
 	invoiceBody string       // what pgbench's (a) and (b) store
 	rep         *report
 	urls        map[string]string // tests: databases by name, instead of the cluster's
+	ablated     map[string]bool   // the baseline's databases that dropped -base-drop-indexes
 }
 
 // url is the connection URL of database dbname.

@@ -810,15 +810,31 @@ func (b *bench) startBase(ctx context.Context, name, dbname string, env map[stri
 	cmd := exec.Command(b.o.baseServer)
 	cmd.Env = b.receiverEnv(dbname, addr, env)
 	s, err := b.startServer(ctx, name, addr, cmd)
-	if err != nil || len(b.o.baseDropIndexes) == 0 {
-		return s, err
+	if err != nil {
+		return nil, err
 	}
 	// Up means migrated: the indexes exist and no delivery has come yet.
-	if err := b.dropIndexes(ctx, dbname, b.o.baseDropIndexes); err != nil {
+	if err := b.ablate(ctx, dbname); err != nil {
 		s.stop()
 		return nil, err
 	}
 	return s, nil
+}
+
+// ablate drops -base-drop-indexes from the baseline's database dbname,
+// once: phase 2's baseline starts again on phase 1's database.
+func (b *bench) ablate(ctx context.Context, dbname string) error {
+	if len(b.o.baseDropIndexes) == 0 || b.ablated[dbname] {
+		return nil
+	}
+	if err := b.dropIndexes(ctx, dbname, b.o.baseDropIndexes); err != nil {
+		return err
+	}
+	if b.ablated == nil {
+		b.ablated = map[string]bool{}
+	}
+	b.ablated[dbname] = true
+	return nil
 }
 
 // dropIndexes drops the indexes names from database dbname (an index
