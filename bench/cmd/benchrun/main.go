@@ -87,7 +87,7 @@ const (
 type options struct {
 	server, loadgen, snippet string
 	snippetNet, profserver   string
-	baseServer               string   // phase 8's baseline receiver; "" for none
+	baseServer               string   // the baseline receiver of phases 1, 2, 7 and 8; "" for none
 	baseDropIndexes          []string // indexes the baseline's databases drop once migrated: an ablation
 	out                      string
 	command                  string
